@@ -1,0 +1,150 @@
+"""`AlbertConfig`: the one dataclass every model setting flows from.
+
+Field names are those of the original `albert_config.json`, so released configs load unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+SHARING_MODES = ("all", "attention", "ffn", "none")
+ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+
+@dataclasses.dataclass
+class AlbertConfig:
+    """Hyper-parameters of an ALBERT model.
+
+    Defaults are the original class defaults (the xxlarge shape). `sharing` extends the original:
+    `all` (original: every layer of a group shares attention and FFN), `attention` (only attention
+    shared), `ffn` (only the FFN shared) or `none` — the ablations of the paper's Table 4. Shared
+    parts follow the original routing (layer l uses group int(l * G / L), then its inner groups in
+    order); unshared parts get one copy per (layer, inner group).
+    """
+
+    vocab_size: int = 30000
+    embedding_size: int = 128
+    hidden_size: int = 4096
+    num_hidden_layers: int = 12
+    num_hidden_groups: int = 1
+    num_attention_heads: int = 64
+    intermediate_size: int = 16384
+    inner_group_num: int = 1
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    sharing: str = "all"
+    # Keys of the json that this class does not model (e.g. `down_scale_factor`): kept, ignored.
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first inconsistent field."""
+        positive = (
+            "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+            "num_hidden_groups", "num_attention_heads", "intermediate_size",
+            "inner_group_num", "max_position_embeddings", "type_vocab_size",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"AlbertConfig.{name} must be a positive int, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
+                f"({self.num_attention_heads})")
+        if self.num_hidden_groups > self.num_hidden_layers:
+            raise ValueError(
+                f"num_hidden_groups ({self.num_hidden_groups}) exceeds num_hidden_layers "
+                f"({self.num_hidden_layers}): some groups would never be used")
+        if self.sharing not in SHARING_MODES:
+            raise ValueError(f"sharing must be one of {SHARING_MODES}, got {self.sharing!r}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act must be one of {ACTIVATIONS} (as the original), got "
+                             f"{self.hidden_act!r}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def group_of_layer(self, layer_index: int) -> int:
+        """The original routing: `int(layer_idx / num_hidden_layers * num_hidden_groups)`."""
+        return int(layer_index / self.num_hidden_layers * self.num_hidden_groups)
+
+    # --- (de)serialisation -------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "AlbertConfig":
+        """Build from a dict with the original json's keys; unknown keys are kept in `extra`."""
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        kwargs = {k: v for k, v in values.items() if k in known}
+        extra = dict(values.get("extra", {}))
+        extra.update({k: v for k, v in values.items() if k not in known and k != "extra"})
+        return cls(**kwargs, extra=extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The original json's keys (plus `sharing` when not the original `all`, plus extras)."""
+        values = dataclasses.asdict(self)
+        extra = values.pop("extra")
+        if values["sharing"] == "all":
+            del values["sharing"]  # keep the file byte-compatible with the original schema
+        values.update(extra)
+        return values
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "AlbertConfig":
+        """Read an original `albert_config.json`."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                values = json.load(f)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"ALBERT config file not found: {path}") from None
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON ({e})") from None
+        try:
+            return cls.from_dict(values)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: {e}") from None
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        """Write an `albert_config.json` the original code can read."""
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "AlbertConfig":
+        """ALBERT v2 shapes: `base`, `large`, `xlarge`, `xxlarge` (dropout 0, as the v2 release).
+
+        xlarge uses 16 heads, as TF-Hub, Hugging Face and keras-hub do; the json inside the v2
+        tarball reportedly says 32 (google-research/albert#180). Heads change no weight shape.
+        """
+        if name not in PRESETS:
+            raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
+        return cls(**{**PRESETS[name], **overrides})
+
+
+_V2 = dict(vocab_size=30000, embedding_size=128, hidden_act="gelu", hidden_dropout_prob=0.0,
+           attention_probs_dropout_prob=0.0, max_position_embeddings=512, type_vocab_size=2,
+           initializer_range=0.02, num_hidden_groups=1, inner_group_num=1)
+PRESETS: dict[str, dict[str, Any]] = {
+    "base": dict(_V2, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072),
+    "large": dict(_V2, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                  intermediate_size=4096),
+    "xlarge": dict(_V2, hidden_size=2048, num_hidden_layers=24, num_attention_heads=16,
+                   intermediate_size=8192),
+    "xxlarge": dict(_V2, hidden_size=4096, num_hidden_layers=12, num_attention_heads=64,
+                    intermediate_size=16384),
+}

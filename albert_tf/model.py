@@ -1,0 +1,187 @@
+"""`AlbertModel` (the backbone) and `AlbertPretrainer` (backbone + MLM and SOP heads, losses)."""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+from keras.src.losses.loss import scale_loss_for_distribution
+
+from albert_tf.config import AlbertConfig
+from albert_tf.layers import (AlbertAttention, AlbertEmbeddings, AlbertFeedForward,
+                              AlbertMaskedLMHead, AlbertSentenceOrderHead, _dense)
+
+BACKBONE_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def _as_config(config) -> AlbertConfig:
+    return config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+
+
+def encoder_routing(config: AlbertConfig) -> list[tuple[str, str]]:
+    """(attention layer name, FFN layer name) for each of the L x inner_group_num blocks, in order.
+
+    Shared parts are named by the original group/inner-group indices (`group_{g}_inner_group_{k}`);
+    parts that `config.sharing` leaves unshared get one copy per layer (`layer_{l}_inner_group_{k}`).
+    """
+    share_attention = config.sharing in ("all", "attention")
+    share_ffn = config.sharing in ("all", "ffn")
+    blocks = []
+    for layer in range(config.num_hidden_layers):
+        group = config.group_of_layer(layer)
+        for inner in range(config.inner_group_num):
+            shared, own = f"group_{group}_inner_group_{inner}", f"layer_{layer}_inner_group_{inner}"
+            blocks.append((f"{shared if share_attention else own}_attention",
+                           f"{shared if share_ffn else own}_ffn"))
+    return blocks
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertModel(keras.Model):
+    """The ALBERT encoder: factorized embeddings, shared post-LN blocks, tanh pooler.
+
+    Inputs (int32 [B, T], the original names): `input_ids`, `input_mask` (1 = real token),
+    `segment_ids`. Outputs: `sequence_output` [B, T, H], `pooled_output` [B, H].
+    """
+
+    def __init__(self, config: AlbertConfig | dict, name: str = "albert", **kwargs):
+        config = _as_config(config)
+        # === Layers ===
+        embeddings = AlbertEmbeddings(config, name="embeddings")
+        # The original creates the E->H mapping only when the widths differ.
+        mapping = (_dense(config.hidden_size, config, "embedding_hidden_mapping_in")
+                   if config.embedding_size != config.hidden_size else None)
+        routing = encoder_routing(config)
+        blocks = {}
+        for attention_name, ffn_name in routing:
+            blocks.setdefault(attention_name, AlbertAttention(config, name=attention_name))
+            blocks.setdefault(ffn_name, AlbertFeedForward(config, name=ffn_name))
+        pooler = _dense(config.hidden_size, config, "pooler", act="tanh")
+
+        # === Functional model ===
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in BACKBONE_INPUTS}
+        x = embeddings(inputs["input_ids"], inputs["segment_ids"])
+        if mapping is not None:
+            x = mapping(x)
+        for attention_name, ffn_name in routing:
+            x = blocks[attention_name](x, inputs["input_mask"])
+            x = blocks[ffn_name](x)
+        pooled = pooler(x[:, 0, :])
+        super().__init__(inputs=inputs,
+                         outputs={"sequence_output": x, "pooled_output": pooled},
+                         name=name, **kwargs)
+
+        # === Config ===
+        self.config = config
+        self.embeddings = embeddings
+
+    def get_config(self):
+        return {"albert_config": self.config.to_dict(), "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
+
+
+def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):
+    """The original: sum(w * NLL) / (sum(w) + 1e-5) over all predictions of the batch."""
+    log_probs = ops.log_softmax(ops.cast(mlm_logits, "float32"), axis=-1)
+    ids = ops.expand_dims(ops.cast(masked_lm_ids, "int32"), -1)
+    nll = -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), -1)
+    weights = ops.cast(masked_lm_weights, "float32")
+    return ops.sum(weights * nll) / (ops.sum(weights) + 1e-5)
+
+
+def sentence_order_loss(sop_logits, labels):
+    """Mean softmax cross-entropy over the two SOP classes."""
+    labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
+    return ops.mean(keras.losses.sparse_categorical_crossentropy(
+        labels, ops.cast(sop_logits, "float32"), from_logits=True))
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertPretrainer(keras.Model):
+    """Backbone + MLM head (tied to the word embeddings) + SOP head, with the original losses.
+
+    Called on a dict with `input_ids, input_mask, segment_ids, masked_lm_positions` it returns
+    `sequence_output`, `pooled_output`, `mlm_logits` [B, P, V] and `sop_logits` [B, 2]. Trained with
+    `fit(dataset)` where each element is the feature dict of a pretraining TFRecord: the labels
+    (`masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`) are read from it.
+    """
+
+    def __init__(self, config: AlbertConfig | dict, name: str = "albert_pretrainer", **kwargs):
+        config = _as_config(config)
+        # === Layers ===
+        backbone = AlbertModel(config)
+        mlm_head = AlbertMaskedLMHead(config, backbone.embeddings, name="predictions")
+        sop_head = AlbertSentenceOrderHead(config, name="seq_relationship")
+
+        # === Functional model ===
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in (*BACKBONE_INPUTS, "masked_lm_positions")}
+        outputs = dict(backbone({k: inputs[k] for k in BACKBONE_INPUTS}))
+        outputs["mlm_logits"] = mlm_head(outputs["sequence_output"], inputs["masked_lm_positions"])
+        outputs["sop_logits"] = sop_head(outputs["pooled_output"])
+        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+
+        # === Config ===
+        self.config = config
+        self.backbone = backbone
+        self.metric_trackers = {
+            name: keras.metrics.Mean(name=name)
+            for name in ("masked_lm_loss", "masked_lm_accuracy",
+                         "sentence_order_loss", "sentence_order_accuracy")
+        }
+
+    def get_config(self):
+        return {"albert_config": self.config.to_dict(), "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
+
+    def call(self, inputs, training=None):
+        # Extra features of a TFRecord (labels, token_boundary) pass through `fit` untouched.
+        return super().call({k: inputs[k] for k in self.input_names_}, training=training)
+
+    @property
+    def input_names_(self):
+        return (*BACKBONE_INPUTS, "masked_lm_positions")
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """MLM + SOP loss (1:1, as the original), plus any layer losses.
+
+        Under tf.distribute each replica's loss is divided by the replica count, so the summed
+        gradients are the mean over replicas (each replica normalises MLM by its own weight sum,
+        as each TPU core did in the original).
+        """
+        total = (masked_lm_loss(y_pred["mlm_logits"], x["masked_lm_ids"], x["masked_lm_weights"])
+                 + sentence_order_loss(y_pred["sop_logits"], x["next_sentence_labels"]))
+        if self.losses:
+            total = total + ops.sum(self.losses)
+        return scale_loss_for_distribution(total)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """The original eval metrics: weighted MLM accuracy/loss, SOP accuracy/loss."""
+        weights = ops.cast(x["masked_lm_weights"], "float32")
+        mlm_correct = ops.equal(ops.argmax(y_pred["mlm_logits"], axis=-1),
+                                ops.cast(x["masked_lm_ids"], "int64"))
+        sop_labels = ops.reshape(ops.cast(x["next_sentence_labels"], "int64"), (-1,))
+        sop_correct = ops.equal(ops.argmax(y_pred["sop_logits"], axis=-1), sop_labels)
+        t = self.metric_trackers
+        t["masked_lm_loss"].update_state(
+            masked_lm_loss(y_pred["mlm_logits"], x["masked_lm_ids"], x["masked_lm_weights"]))
+        t["masked_lm_accuracy"].update_state(ops.cast(mlm_correct, "float32"),
+                                             sample_weight=weights)
+        t["sentence_order_loss"].update_state(
+            sentence_order_loss(y_pred["sop_logits"], x["next_sentence_labels"]))
+        t["sentence_order_accuracy"].update_state(ops.cast(sop_correct, "float32"))
+        return self.get_metrics_result()
+
+    @property
+    def metrics(self):
+        return [*super().metrics, *self.metric_trackers.values()]
