@@ -1,0 +1,164 @@
+"""Original TF1 checkpoints in and out, by variable name.
+
+`TF1_NAME_RULES` is the one table from our variable paths to the original google-research names;
+a test asserts it covers every variable of every sharing mode. Parts that `sharing` leaves unshared
+have no original name; they are written as `.../transformer/layer_{l}/inner_group_{k}/...`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.model import AlbertPretrainer
+
+_BLOCK = r"(group|layer)_(\d+)_inner_group_(\d+)"
+_TF1_BLOCK = r"bert/encoder/transformer/\1_\2/inner_group_\3"
+# (regex on our `variable.path`, replacement giving the original name), first match wins.
+TF1_NAME_RULES: tuple[tuple[str, str], ...] = (
+    (r"^embeddings/(word_embeddings|token_type_embeddings|position_embeddings)$",
+     r"bert/embeddings/\1"),
+    (r"^embeddings/LayerNorm/(gamma|beta)$", r"bert/embeddings/LayerNorm/\1"),
+    (r"^embedding_hidden_mapping_in/(kernel|bias)$",
+     r"bert/encoder/embedding_hidden_mapping_in/\1"),
+    (rf"^{_BLOCK}_attention/(query|key|value)/(kernel|bias)$",
+     rf"{_TF1_BLOCK}/attention_1/self/\4/\5"),
+    (rf"^{_BLOCK}_attention/output_dense/(kernel|bias)$",
+     rf"{_TF1_BLOCK}/attention_1/output/dense/\4"),
+    (rf"^{_BLOCK}_attention/LayerNorm/(gamma|beta)$", rf"{_TF1_BLOCK}/LayerNorm/\4"),
+    (rf"^{_BLOCK}_ffn/intermediate_dense/(kernel|bias)$",
+     rf"{_TF1_BLOCK}/ffn_1/intermediate/dense/\4"),
+    (rf"^{_BLOCK}_ffn/output_dense/(kernel|bias)$",
+     rf"{_TF1_BLOCK}/ffn_1/intermediate/output/dense/\4"),
+    (rf"^{_BLOCK}_ffn/LayerNorm/(gamma|beta)$", rf"{_TF1_BLOCK}/LayerNorm_1/\4"),
+    (r"^pooler/(kernel|bias)$", r"bert/pooler/dense/\1"),
+    (r"^predictions/dense/(kernel|bias)$", r"cls/predictions/transform/dense/\1"),
+    (r"^predictions/LayerNorm/(gamma|beta)$", r"cls/predictions/transform/LayerNorm/\1"),
+    (r"^predictions/output_bias$", r"cls/predictions/output_bias"),
+    (r"^seq_relationship/(output_weights|output_bias)$", r"cls/seq_relationship/\1"),
+)
+# Training state in an original checkpoint that is not part of the model.
+_SKIPPED = re.compile(r"(/adam_m|/adam_v|/lamb_m|/lamb_v)$|^global_step$")
+
+
+class CheckpointMismatchError(ValueError):
+    """A checkpoint does not fit the model; the message lists every problem."""
+
+
+def tf1_name(path: str) -> str:
+    """The original TF1 variable name of one of our variable paths."""
+    for pattern, replacement in TF1_NAME_RULES:
+        name, count = re.subn(pattern, replacement, path)
+        if count:
+            return name
+    raise KeyError(f"no TF1 name rule for variable {path!r}")
+
+
+def tf1_variable_map(model) -> dict[str, tf.Variable]:
+    """{original TF1 name: variable} for every weight of `model` (an `AlbertPretrainer`)."""
+    names = {}
+    for variable in model.weights:
+        name = tf1_name(variable.path)
+        if name in names:
+            raise ValueError(f"two variables map to {name!r}: {names[name].path}, {variable.path}")
+        names[name] = variable
+    return names
+
+
+def resolve_checkpoint_prefix(path: str | os.PathLike) -> str:
+    """A checkpoint prefix from a prefix or a directory.
+
+    A directory resolves through its `checkpoint` state file, else to its only checkpoint (the
+    release tarballs ship a lone `model.ckpt-best` without a state file).
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        prefix = tf.train.latest_checkpoint(path)
+        if prefix is not None:
+            return prefix
+        prefixes = sorted(os.path.join(path, f[:-len(".index")])
+                          for f in os.listdir(path) if f.endswith(".index"))
+        if len(prefixes) != 1:
+            raise FileNotFoundError(
+                f"cannot choose a checkpoint in directory {path}: no `checkpoint` state file and "
+                f"{len(prefixes)} candidates {prefixes}; pass the prefix itself")
+        return prefixes[0]
+    if not tf.io.gfile.exists(path + ".index"):
+        raise FileNotFoundError(f"checkpoint not found: {path} (expected {path}.index)")
+    return path
+
+
+def load_tf1_checkpoint(path: str | os.PathLike, config: AlbertConfig | str) -> AlbertPretrainer:
+    """Build an `AlbertPretrainer` and load an original google-research checkpoint into it.
+
+    Optimizer slots (`adam_m`/`adam_v`) and `global_step` are skipped. Raises
+    `CheckpointMismatchError` naming every missing variable, unexpected variable and shape mismatch.
+    """
+    if not isinstance(config, AlbertConfig):
+        config = AlbertConfig.from_json_file(config)
+    prefix = resolve_checkpoint_prefix(path)
+    model = AlbertPretrainer(config)
+    assign_tf1_checkpoint(model, prefix)
+    return model
+
+
+def assign_tf1_checkpoint(model, prefix: str) -> None:
+    """Assign every variable of `model` from the TF1 checkpoint at `prefix` (all or nothing)."""
+    reader = tf.train.load_checkpoint(prefix)
+    shapes = {name: tuple(shape) for name, shape in reader.get_variable_to_shape_map().items()
+              if not _SKIPPED.search(name)}
+    targets = tf1_variable_map(model)
+    problems = [f"missing from checkpoint: {name} {tuple(v.shape)}"
+                for name, v in sorted(targets.items()) if name not in shapes]
+    problems += [f"unexpected in checkpoint: {name} {shape}"
+                 for name, shape in sorted(shapes.items()) if name not in targets]
+    problems += [f"shape mismatch: {name} checkpoint {shapes[name]} vs model {tuple(v.shape)}"
+                 for name, v in sorted(targets.items())
+                 if name in shapes and shapes[name] != tuple(v.shape)]
+    if problems:
+        raise CheckpointMismatchError(
+            f"checkpoint {prefix} does not match the config ({len(problems)} problems):\n  "
+            + "\n  ".join(problems))
+    for name, variable in targets.items():
+        variable.assign(reader.get_tensor(name))
+
+
+def save_tf1_checkpoint(model, path: str | os.PathLike, global_step: int | None = None) -> str:
+    """Write `model`'s weights under the original names as a TF1 checkpoint at prefix `path`.
+
+    The files are written to a temporary directory and moved into place, with a `checkpoint`
+    state file, so the original TF1 tools (and `tf.train.latest_checkpoint`) can consume them.
+    Returns the prefix.
+    """
+    path = os.path.abspath(os.fspath(path))
+    directory, basename = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    variables = tf1_variable_map(model)
+    names = sorted(variables)
+    tensors = [tf.convert_to_tensor(variables[n]) for n in names]
+    if global_step is not None:
+        names.append("global_step")
+        tensors.append(tf.constant(global_step, tf.int64))
+    staging = tempfile.mkdtemp(prefix=f".{basename}.", dir=directory)
+    try:
+        tf.raw_ops.SaveV2(prefix=os.path.join(staging, basename), tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=tensors)
+        for filename in os.listdir(staging):
+            os.replace(os.path.join(staging, filename), os.path.join(directory, filename))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    tf.compat.v1.train.update_checkpoint_state(directory, basename)  # the state file TF1 reads
+    return path
+
+
+def read_tf1_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """All model tensors of a TF1 checkpoint by name (optimizer slots and step skipped)."""
+    reader = tf.train.load_checkpoint(resolve_checkpoint_prefix(path))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if not _SKIPPED.search(name)}
