@@ -1,0 +1,235 @@
+"""tf.train.Example bytes in the original 8-feature schema, and TFRecord framing, without TensorFlow.
+
+Importing TensorFlow costs seconds of process start, which is most of the budget of a whole data-prep
+job, so the protobuf wire format and the TFRecord framing are written here by hand. Both are small and
+frozen formats; tests check the bytes against `tf.train.Example` and `tf.io.parse_single_example`.
+
+TFRecord framing: uint64 length (little endian), uint32 masked CRC32C of those 8 bytes, the data,
+uint32 masked CRC32C of the data.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+
+import google_crc32c
+
+# Schema order of the original `write_instance_to_example_files` (dtype int64 unless listed in FLOAT_FEATURES).
+FEATURE_NAMES = (
+    "input_ids", "input_mask", "segment_ids", "token_boundary",
+    "masked_lm_positions", "masked_lm_ids", "masked_lm_weights", "next_sentence_labels",
+)
+FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+# The order in which the original file holds the map entries on disk (the TF1 C++ protobuf map order).
+# We write the same order so that equal values give byte-identical records.
+WIRE_ORDER = (
+    "next_sentence_labels", "masked_lm_ids", "segment_ids", "masked_lm_positions",
+    "input_ids", "input_mask", "masked_lm_weights", "token_boundary",
+)
+
+_CRC_MASK_DELTA = 0xA282EAD8
+_FLOAT_ONE = struct.pack("<f", 1.0)
+_FLOAT_ZERO = struct.pack("<f", 0.0)
+
+
+def varint(value: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative int (negative int64 as its 64-bit two's complement)."""
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def masked_crc32c(data: bytes) -> int:
+    """TFRecord's masked CRC32C: rotate right by 15 and add a constant."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + _CRC_MASK_DELTA) & 0xFFFFFFFF
+
+
+def frame_record(data: bytes) -> bytes:
+    """One TFRecord: length, CRC of the length, data, CRC of the data."""
+    header = struct.pack("<Q", len(data))
+    return b"".join((header, struct.pack("<I", masked_crc32c(header)), data,
+                     struct.pack("<I", masked_crc32c(data))))
+
+
+class RecordError(ValueError):
+    """A TFRecord file or Example that cannot be decoded; the message names the file and record."""
+
+
+def read_tfrecords(path: str) -> Iterator[bytes]:
+    """Yields the records of a TFRecord file, checking both CRCs of every record."""
+    with open(path, "rb") as f:
+        index = 0
+        while True:
+            header = f.read(12)
+            if not header:
+                return
+            if len(header) < 12:
+                raise RecordError(f"{path}: record {index}: truncated header")
+            (length,) = struct.unpack("<Q", header[:8])
+            if struct.unpack("<I", header[8:])[0] != masked_crc32c(header[:8]):
+                raise RecordError(f"{path}: record {index}: bad length CRC")
+            body = f.read(length + 4)
+            if len(body) < length + 4:
+                raise RecordError(f"{path}: record {index}: truncated data")
+            if struct.unpack("<I", body[length:])[0] != masked_crc32c(body[:length]):
+                raise RecordError(f"{path}: record {index}: bad data CRC")
+            yield body[:length]
+            index += 1
+
+
+def _length_delimited(field_tag: int, payload: bytes) -> bytes:
+    return b"".join((bytes((field_tag,)), varint(len(payload)), payload))
+
+
+def _feature_entry(name: str, packed_values: bytes, is_float: bool) -> bytes:
+    """A `map<string, Feature>` entry wrapped as field 1 of `Features`."""
+    value_list = _length_delimited(0x0A, packed_values)  # Int64List/FloatList.value, packed
+    feature = _length_delimited(0x12 if is_float else 0x1A, value_list)  # float_list=2 / int64_list=3
+    entry = _length_delimited(0x0A, name.encode()) + _length_delimited(0x12, feature)
+    return _length_delimited(0x0A, entry)
+
+
+def encode_example(features: dict[str, Sequence[int] | Sequence[float]]) -> bytes:
+    """Generic Example bytes: each feature int64 (or float for names in FLOAT_FEATURES), in WIRE_ORDER
+    for known names, then the rest in the given order."""
+    names = [n for n in WIRE_ORDER if n in features] + [n for n in features if n not in WIRE_ORDER]
+    entries = []
+    for name in names:
+        values = features[name]
+        if name in FLOAT_FEATURES:
+            packed = struct.pack(f"<{len(values)}f", *values)
+        else:
+            packed = b"".join(varint(int(v)) for v in values)
+        entries.append(_feature_entry(name, packed, name in FLOAT_FEATURES))
+    return _length_delimited(0x0A, b"".join(entries))
+
+
+class PretrainingExampleEncoder:
+    """Fast Example bytes for one pretraining instance, padded to the fixed shapes of the schema.
+
+    Args:
+      max_seq_length: length of input_ids / input_mask / segment_ids / token_boundary.
+      num_predictions: length of the masked_lm_* arrays (max_predictions_per_seq, doubled with
+        do_permutation as in the original).
+      max_id: largest id or position that will be encoded (sizes a varint lookup table).
+    """
+
+    def __init__(self, max_seq_length: int, num_predictions: int, max_id: int):
+        self.max_seq_length = max_seq_length
+        self.num_predictions = num_predictions
+        self._varints = [varint(i) for i in range(max(max_id, max_seq_length) + 1)]
+
+    def _varint_run(self, values: Sequence[int]) -> bytes:
+        table = self._varints
+        return b"".join([table[v] for v in values])
+
+    def encode(self, input_ids: Sequence[int], num_segment_a: int, token_boundary: Sequence[int],
+               masked_positions: Sequence[int], masked_label_ids: Sequence[int], sop_label: int) -> bytes:
+        """Example bytes.
+
+        Args:
+          input_ids: the real tokens `[CLS] A [SEP] B [SEP]` after masking (unpadded).
+          num_segment_a: number of leading positions with segment id 0 (`len(A) + 2`).
+          token_boundary: 0/1 per real token.
+          masked_positions, masked_label_ids: the predictions, sorted by position (unpadded).
+          sop_label: 1 for swapped or random-document B, 0 for natural order.
+        """
+        length = len(input_ids)
+        pad = self.max_seq_length - length
+        if pad < 0:
+            raise ValueError(f"{length} tokens exceed max_seq_length={self.max_seq_length}")
+        num_pred = len(masked_positions)
+        pred_pad = self.num_predictions - num_pred
+        if pred_pad < 0:
+            raise ValueError(f"{num_pred} predictions exceed {self.num_predictions}")
+        zeros = b"\x00" * pad
+        packed = {
+            "next_sentence_labels": b"\x01" if sop_label else b"\x00",
+            "masked_lm_ids": self._varint_run(masked_label_ids) + b"\x00" * pred_pad,
+            "segment_ids": b"\x00" * num_segment_a + b"\x01" * (length - num_segment_a) + zeros,
+            "masked_lm_positions": self._varint_run(masked_positions) + b"\x00" * pred_pad,
+            "input_ids": self._varint_run(input_ids) + zeros,
+            "input_mask": b"\x01" * length + zeros,
+            "masked_lm_weights": _FLOAT_ONE * num_pred + _FLOAT_ZERO * pred_pad,
+            "token_boundary": bytes(token_boundary) + zeros,  # 0/1 are one-byte varints
+        }
+        return _length_delimited(0x0A, b"".join(
+            [_feature_entry(name, packed[name], name in FLOAT_FEATURES) for name in WIRE_ORDER]))
+
+
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(data: bytes) -> Iterator[tuple[int, int, bytes | int]]:
+    """(field number, wire type, payload) of a protobuf message; payload is bytes for wire type 2."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _read_varint(data, pos)
+        field, wire = key >> 3, key & 7
+        if wire == 2:
+            size, pos = _read_varint(data, pos)
+            yield field, wire, data[pos:pos + size]
+            pos += size
+        elif wire == 0:
+            value, pos = _read_varint(data, pos)
+            yield field, wire, value
+        elif wire == 5:
+            yield field, wire, data[pos:pos + 4]
+            pos += 4
+        elif wire == 1:
+            yield field, wire, data[pos:pos + 8]
+            pos += 8
+        else:
+            raise RecordError(f"unsupported protobuf wire type {wire}")
+
+
+def _decode_int64s(payload: bytes) -> list[int]:
+    values, pos = [], 0
+    while pos < len(payload):
+        value, pos = _read_varint(payload, pos)
+        values.append(value - (1 << 64) if value >= 1 << 63 else value)
+    return values
+
+
+def decode_example(data: bytes) -> dict[str, list[int] | list[float]]:
+    """Feature name -> values of an Example (int64 and float lists, packed or not), in wire order."""
+    features: dict[str, list] = {}
+    try:
+        for field, _, features_msg in _fields(data):
+            if field != 1:
+                continue
+            for _, _, entry in _fields(features_msg):
+                name, values = "", []
+                for entry_field, _, payload in _fields(entry):
+                    if entry_field == 1:
+                        name = payload.decode()
+                    elif entry_field == 2:
+                        for kind, _, value_list in _fields(payload):
+                            for _, wire, chunk in _fields(value_list):
+                                if kind == 2:  # FloatList
+                                    values.extend(struct.unpack(f"<{len(chunk) // 4}f", chunk)
+                                                  if wire == 2 else struct.unpack("<f", chunk))
+                                elif kind == 3:  # Int64List
+                                    values.extend(_decode_int64s(chunk) if wire == 2 else
+                                                  [chunk - (1 << 64) if chunk >= 1 << 63 else chunk])
+                                else:
+                                    raise RecordError("bytes_list features are not part of this schema")
+                features[name] = values
+    except (IndexError, UnicodeDecodeError, struct.error) as e:
+        raise RecordError(f"malformed tf.train.Example: {e}") from e
+    return features
