@@ -176,6 +176,10 @@ class AlbertTokenizer:
             self._digit_comma_cache[piece_id] = cached
         return cached
 
+    def digit_comma_rewrites(self) -> dict[int, list[int]]:
+        """{id of a piece ending in "<digit>,": the ids the digit-comma rule puts in its place}."""
+        return {i: list(self._digit_comma_ids_for(i)) for i in sorted(self._digit_comma_ids)}
+
     def pack(self, ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length: int) -> PackedInputs:
         """`[CLS] A [SEP] (B [SEP])`, truncated like the original classifier, padded to `max_seq_length`."""
         ids_a = list(ids_a)
