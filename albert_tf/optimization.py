@@ -160,6 +160,9 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
             return
         super().build(var_list)
         self._m, self._v = self.add_optimizer_variables(var_list, ["m", "v"])
+        # Global norm of the last gradient before clipping, for training summaries.
+        self.gradient_norm = self.add_variable(
+            shape=(), initializer="zeros", name="gradient_norm", aggregation="only_first_replica")
         # Decided once from the Keras path: inside distributed updates `update_step` only sees
         # the per-device tf.Variable, which has no path.
         self._decayed = [
@@ -178,12 +181,13 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         # Hook of the TF backend between the cross-replica sum and the per-variable updates:
         # clipping here sees the global gradient, as the original's single-device clip did.
         grads_and_vars = list(super()._all_reduce_sum_gradients(grads_and_vars))
+        present = [i for i, (g, _) in enumerate(grads_and_vars) if g is not None]
+        gradients = [grads_and_vars[i][0] for i in present]
+        norm = tf.linalg.global_norm(gradients)
+        self.gradient_norm.assign(tf.cast(norm, self.gradient_norm.dtype))
         if not self.clip_global_norm:
             return grads_and_vars
-        present = [i for i, (g, _) in enumerate(grads_and_vars) if g is not None]
-        clipped, _ = tf.clip_by_global_norm(
-            [grads_and_vars[i][0] for i in present], self.clip_global_norm
-        )
+        clipped, _ = tf.clip_by_global_norm(gradients, self.clip_global_norm, use_norm=norm)
         for i, g in zip(present, clipped):
             grads_and_vars[i] = (g, grads_and_vars[i][1])
         return grads_and_vars

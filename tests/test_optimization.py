@@ -381,3 +381,12 @@ def test_mirrored_two_replicas_match_one_device():
     diff, moved = (float(part.split("=")[1]) for part in line.split()[1:])
     assert moved > 1e-3, line
     assert diff < 2e-6, line
+
+
+def test_gradient_norm_is_recorded_before_clipping():
+    optimizer = create_optimizer(0.1, 10, 0)
+    variables = [keras.Variable(np.zeros(3, np.float32), name="w"),
+                 keras.Variable(np.zeros(2, np.float32), name="b")]
+    gradients = [np.array([3.0, 0.0, 4.0], np.float32), np.array([0.0, 12.0], np.float32)]
+    optimizer.apply(gradients, variables)
+    assert float(optimizer.gradient_norm) == pytest.approx(13.0)
