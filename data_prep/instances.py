@@ -1,0 +1,326 @@
+"""SOP sentence pairs, truncation and n-gram masking: the original algorithm as pure functions of (tokens, rng).
+
+Everything works on token ids. `rng` is a `random.Random` owned by one document and dupe pass, so the
+output does not depend on how documents are spread over processes. The original drew the n-gram size
+from numpy's global, unseeded generator (spec quirk Q3); here it comes from `rng` with the same
+probabilities, which makes the whole job reproducible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+
+# Single punctuation characters that the original's SentencePiece start-piece rule treats as word starts
+# (its string lists `"` twice; `'`, `<`, `=`, `>` are not in it).
+_START_PUNCTUATION = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz") | _START_PUNCTUATION
+
+
+def is_start_piece(piece: str) -> bool:
+    """The original `_is_start_piece_sp`: does this SentencePiece piece open a new word?
+
+    True for pieces starting with "▁" or "<", single punctuation pieces, and any piece holding a character
+    that (lowercased) is neither a-z nor that punctuation (digits, apostrophes, accents, non-Latin).
+    """
+    return (piece.startswith("\u2581") or piece.startswith("<") or piece in _START_PUNCTUATION
+            or not all(c.lower() in _WORD_CHARS for c in piece))
+
+
+def start_piece_table(pieces: Sequence[str]) -> list[bool]:
+    """`is_start_piece` for every id of a vocabulary (pieces in id order)."""
+    return [is_start_piece(p) for p in pieces]
+
+
+@dataclasses.dataclass(frozen=True)
+class PairConfig:
+    """How documents become sentence pairs (original flag names).
+
+    `single_sentence_random_doc=True` reproduces the original's leak (its issue #234): in SOP mode a chunk
+    of one sentence gets B from a random other document and label 1. False instead cuts the sentence at a
+    random word start into an ordinary SOP pair (swapped with probability 0.5); a one-token sentence then
+    gives no instance.
+    """
+
+    max_seq_length: int = 512
+    short_seq_prob: float = 0.1
+    random_next_sentence: bool = False
+    single_sentence_random_doc: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskingConfig:
+    """Masked-LM settings (original flag names)."""
+
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    ngram: int = 3
+    favor_shorter_ngram: bool = True
+    do_whole_word_mask: bool = True
+    do_permutation: bool = False
+
+    def ngram_cumulative(self) -> list[float]:
+        """Cumulative p(n) for n = 1..ngram, p(n) ∝ 1/n (reversed unless favor_shorter_ngram)."""
+        weights = [1.0 / n for n in range(1, self.ngram + 1)]
+        if not self.favor_shorter_ngram:
+            weights.reverse()
+        total, acc, cumulative = sum(weights), 0.0, []
+        for w in weights:
+            acc += w / total
+            cumulative.append(acc)
+        cumulative[-1] = 1.0
+        return cumulative
+
+
+@dataclasses.dataclass
+class SentencePair:
+    """Segments A and B (ids, already truncated) and the SOP label (1 = swapped or random-document B)."""
+
+    tokens_a: list[int]
+    tokens_b: list[int]
+    label: int
+    random_document: bool = False  # B came from another document (the single-sentence leak or NSP)
+
+
+@dataclasses.dataclass
+class MaskedInstance:
+    """One packed, masked instance `[CLS] A [SEP] B [SEP]`.
+
+    `span_lengths` holds the length in words of every n-gram masked (after the fall-back to shorter
+    n-grams); `replacements` counts the predictions replaced by [MASK], kept, and replaced at random.
+    """
+
+    input_ids: list[int]
+    num_segment_a: int
+    token_boundary: list[int]
+    masked_positions: list[int]
+    masked_label_ids: list[int]
+    sop_label: int
+    span_lengths: list[int]
+    replacements: tuple[int, int, int]
+    permuted: int = 0
+
+
+def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
+                      rng: random.Random) -> tuple[list[int], list[int]]:
+    """The original truncation: while too long, drop the first (p=0.5) or last token of the longer segment
+    (B on ties). Returns the truncated copies; draws exactly the original's random numbers, but slices
+    once instead of deleting one token at a time."""
+    a_start, a_end, b_start, b_end = 0, len(tokens_a), 0, len(tokens_b)
+    while (a_end - a_start) + (b_end - b_start) > max_num_tokens:
+        front = rng.random() < 0.5
+        if a_end - a_start > b_end - b_start:
+            if front:
+                a_start += 1
+            else:
+                a_end -= 1
+        elif front:
+            b_start += 1
+        else:
+            b_end -= 1
+    return tokens_a[a_start:a_end], tokens_b[b_start:b_end]
+
+
+def _split_single_sentence(sentence: list[int], word_start: Sequence[bool] | None,
+                           rng: random.Random) -> tuple[list[int], list[int]] | None:
+    """Cuts one sentence at a random word start (any token if it has no inner word start)."""
+    if len(sentence) < 2:
+        return None
+    cuts = [k for k in range(1, len(sentence)) if word_start is None or word_start[sentence[k]]]
+    if not cuts:
+        cuts = list(range(1, len(sentence)))
+    cut = cuts[rng.randrange(len(cuts))]
+    return sentence[:cut], sentence[cut:]
+
+
+def create_pairs_from_document(documents: Sequence[Sequence[list[int]]], document_index: int,
+                               config: PairConfig, rng: random.Random,
+                               word_start: Sequence[bool] | None = None) -> tuple[list[SentencePair], int]:
+    """The original `create_instances_from_document` up to truncation.
+
+    Returns the pairs and the number of one-token single-sentence chunks dropped (only when
+    `single_sentence_random_doc` is off).
+
+    Args:
+      documents: the pool of tokenized documents (lists of sentences of ids) that random-document
+        segments are drawn from; the original used the whole corpus, we use a bounded window.
+      document_index: the document to cut into pairs.
+      config: pair settings.
+      rng: this document's (and dupe pass's) generator.
+      word_start: start-piece table, only used when `single_sentence_random_doc` is off.
+    """
+    document = documents[document_index]
+    max_num_tokens = config.max_seq_length - 3
+    target_seq_length = max_num_tokens
+    if rng.random() < config.short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+
+    pairs: list[SentencePair] = []
+    dropped = 0
+    chunk: list[list[int]] = []
+    chunk_length = 0
+    i = 0
+    while i < len(document):
+        segment = document[i]
+        chunk.append(segment)
+        chunk_length += len(segment)
+        if i == len(document) - 1 or chunk_length >= target_seq_length:
+            a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+            tokens_a = [t for s in chunk[:a_end] for t in s]
+            random_document = False
+            if len(chunk) == 1 and not config.random_next_sentence and not config.single_sentence_random_doc:
+                halves = _split_single_sentence(chunk[0], word_start, rng)
+                if halves is None:
+                    dropped += 1
+                    chunk, chunk_length, i = [], 0, i + 1
+                    continue
+                tokens_a, tokens_b = halves
+                label = 1 if rng.random() < 0.5 else 0
+                if label:
+                    tokens_a, tokens_b = tokens_b, tokens_a
+            elif len(chunk) == 1 or (config.random_next_sentence and rng.random() < 0.5):
+                label, random_document = 1, True
+                target_b_length = target_seq_length - len(tokens_a)
+                for _ in range(10):
+                    random_index = rng.randint(0, len(documents) - 1)
+                    if random_index != document_index:
+                        break
+                random_doc = documents[random_index]
+                tokens_b = []
+                for j in range(rng.randint(0, len(random_doc) - 1), len(random_doc)):
+                    tokens_b.extend(random_doc[j])
+                    if len(tokens_b) >= target_b_length:
+                        break
+                i -= len(chunk) - a_end  # unused sentences go back to the document
+            else:
+                tokens_b = [t for s in chunk[a_end:] for t in s]
+                label = 0
+                if not config.random_next_sentence and rng.random() < 0.5:
+                    tokens_a, tokens_b, label = tokens_b, tokens_a, 1
+            tokens_a, tokens_b = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+            pairs.append(SentencePair(tokens_a, tokens_b, label, random_document))
+            chunk, chunk_length = [], 0
+        i += 1
+    return pairs, dropped
+
+
+class Masker:
+    """The original `create_masked_lm_predictions` on ids.
+
+    Args:
+      config: masking settings.
+      word_start: start-piece table indexed by id (`start_piece_table`).
+      vocab_size: random replacements are uniform over all ids, special pieces included, as the original.
+      cls_id, sep_id, mask_id: special ids.
+    """
+
+    def __init__(self, config: MaskingConfig, word_start: Sequence[bool], vocab_size: int,
+                 cls_id: int, sep_id: int, mask_id: int):
+        self.config = config
+        self.word_start = list(word_start)
+        self.vocab_size = vocab_size
+        self.cls_id, self.sep_id, self.mask_id = cls_id, sep_id, mask_id
+        self._cumulative = config.ngram_cumulative()
+
+    def _words(self, tokens: Sequence[int]) -> tuple[list[list[int]], list[int]]:
+        """Candidate words (lists of positions) and token_boundary; [CLS]/[SEP] open no word, so a
+        continuation piece right after [SEP] joins the word before it, as in the original."""
+        word_start, cls_id, sep_id = self.word_start, self.cls_id, self.sep_id
+        whole_word = self.config.do_whole_word_mask
+        boundary = [0] * len(tokens)
+        words: list[list[int]] = []
+        for i, token in enumerate(tokens):
+            if token == cls_id or token == sep_id:
+                boundary[i] = 1
+                continue
+            if word_start[token]:
+                boundary[i] = 1
+                words.append([i])
+            elif whole_word and words:
+                words[-1].append(i)
+            else:
+                words.append([i])
+        return words, boundary
+
+    def _select(self, words: list[list[int]], budget: int, blocked: set[int],
+                taken: list[tuple[list[int], int]], rng: random.Random) -> int:
+        """Visits word indices in random order (an incremental Fisher-Yates shuffle, the same
+        distribution as the original's full shuffle) and appends non-overlapping n-grams to `taken`, as
+        (positions, number of words), until `budget` positions are chosen. Returns the number chosen."""
+        cumulative = self._cumulative
+        num_words = len(words)
+        order = list(range(num_words))
+        chosen = 0
+        for t in range(num_words):
+            if chosen >= budget:
+                break
+            j = t + int(rng.random() * (num_words - t))
+            order[t], order[j] = order[j], order[t]
+            start = order[t]
+            u = rng.random()
+            n = 1
+            while u >= cumulative[n - 1] and n < len(cumulative):
+                n += 1
+            # Fall back to shorter n-grams while the candidate would overflow the budget.
+            while n > 0:
+                positions = [p for w in words[start:start + n] for p in w]
+                if chosen + len(positions) <= budget:
+                    break
+                n -= 1
+            if n == 0 or any(p in blocked for p in positions):
+                continue
+            blocked.update(positions)
+            taken.append((positions, min(n, num_words - start)))
+            chosen += len(positions)
+        return chosen
+
+    def mask(self, tokens: list[int], num_segment_a: int, sop_label: int, rng: random.Random) -> MaskedInstance:
+        """Masks `[CLS] A [SEP] B [SEP]` (ids) and returns the instance."""
+        config = self.config
+        words, boundary = self._words(tokens)
+        output = list(tokens)
+        if config.masked_lm_prob == 0:
+            return MaskedInstance(output, num_segment_a, boundary, [], [], sop_label, [], (0, 0, 0))
+        budget = min(config.max_predictions_per_seq, max(1, int(round(len(tokens) * config.masked_lm_prob))))
+        covered: set[int] = set()
+        spans: list[tuple[list[int], int]] = []
+        self._select(words, budget, covered, spans, rng)
+        predictions: list[tuple[int, int]] = []
+        n_mask = n_keep = n_random = 0
+        for span, _ in spans:
+            for index in span:
+                if rng.random() < 0.8:
+                    output[index] = self.mask_id
+                    n_mask += 1
+                elif rng.random() < 0.5:
+                    n_keep += 1
+                else:
+                    output[index] = rng.randint(0, self.vocab_size - 1)
+                    n_random += 1
+                predictions.append((index, tokens[index]))
+        span_lengths = [num_words for _, num_words in spans]
+        permuted = 0
+        if config.do_permutation:
+            # The original reshuffles its n-gram list (rng is consumed only here, so we skip it otherwise)
+            # and picks a second, disjoint set of positions whose tokens are permuted among themselves.
+            selected: list[tuple[list[int], int]] = []
+            self._select(words, budget, covered, selected, rng)
+            sources = sorted(p for span, _ in selected for p in span)
+            targets = list(sources)
+            rng.shuffle(targets)
+            before = list(output)
+            for src, tgt in zip(sources, targets):
+                output[src] = before[tgt]
+                predictions.append((src, before[src]))
+            permuted = len(sources)
+        predictions.sort()
+        return MaskedInstance(output, num_segment_a, boundary, [p for p, _ in predictions],
+                              [label for _, label in predictions], sop_label, span_lengths,
+                              (n_mask, n_keep, n_random), permuted)
+
+
+def build_instance(pair: SentencePair, masker: Masker, rng: random.Random) -> MaskedInstance:
+    """Packs a pair as `[CLS] A [SEP] B [SEP]` and masks it."""
+    tokens = [masker.cls_id, *pair.tokens_a, masker.sep_id, *pair.tokens_b, masker.sep_id]
+    return masker.mask(tokens, len(pair.tokens_a) + 2, pair.label, rng)
