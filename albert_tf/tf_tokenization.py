@@ -240,8 +240,8 @@ class AlbertPreprocessingLayer(keras.layers.Layer):
     def compute_output_spec(self, inputs):
         first = inputs if not isinstance(inputs, (tuple, list)) else inputs[0]
         shape = (self.max_seq_length,) if len(first.shape) == 0 else (first.shape[0], self.max_seq_length)
-        spec = keras.KerasTensor(shape, dtype="int32")
-        return {"input_ids": spec, "input_mask": spec, "segment_ids": spec}
+        # One KerasTensor per output: a shared one would make a functional model return one tensor thrice.
+        return {key: keras.KerasTensor(shape, dtype="int32") for key in ("input_ids", "input_mask", "segment_ids")}
 
     def get_config(self):
         config = super().get_config()

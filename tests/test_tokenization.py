@@ -251,3 +251,15 @@ def test_twin_errors(tokenizer, tmp_path):
         AlbertPreprocessingLayer.from_file(str(tmp_path / "missing.model"))
     with pytest.raises(ValueError, match="one or two"):
         AlbertPreprocessingLayer(tokenizer.model_proto)((tf.constant(["a"]),) * 3)
+
+
+def test_twin_in_functional_keras_model_saved_as_keras_file(layer, tmp_path):
+    a, b = keras.Input(shape=(), dtype="string"), keras.Input(shape=(), dtype="string")
+    model = keras.Model([a, b], layer((a, b)))
+    model.save(tmp_path / "preprocess.keras")
+    restored = keras.models.load_model(tmp_path / "preprocess.keras")
+    texts = [tf.constant(CORPUS[:8]), tf.constant(CORPUS[8:16])]
+    direct = layer(texts)
+    for out in (model(texts), restored(texts)):
+        for key in ("input_ids", "input_mask", "segment_ids"):
+            np.testing.assert_array_equal(out[key].numpy(), direct[key].numpy())

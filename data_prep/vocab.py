@@ -1,0 +1,150 @@
+"""Train an ALBERT SentencePiece vocabulary (the `30k-clean` recipe) on preprocessed text, streaming.
+
+The original README's command: `spm_train --vocab_size=30000 --model_type=unigram --pad_id=0 --unk_id=1
+--eos_id=-1 --bos_id=-1 --control_symbols=[CLS],[SEP],[MASK] --user_defined_symbols=( ) " - . – £ €
+--character_coverage=0.99995 --shuffle_input_sentence=true --input_sentence_size=10000000`, which fixes
+ids 0-12 as `<pad> <unk> [CLS] [SEP] [MASK] ( ) " - . – £ €`. Text goes through `preprocess_text`
+first, as the tokenizer does at encode time, and is fed to SentencePiece from an iterator (no temp
+copy of the corpus); SentencePiece samples `input_sentence_size` lines by reservoir sampling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import gzip
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+
+import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
+from absl import logging
+
+from albert_tf.tokenization import preprocess_text
+
+CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
+USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabConfig:
+    """SentencePiece training settings; defaults are the original `30k-clean` command."""
+
+    vocab_size: int = 30000
+    do_lower_case: bool = True
+    input_sentence_size: int = 10_000_000
+    character_coverage: float = 0.99995
+    num_threads: int = 1
+    seed: int = 12345
+
+
+@dataclasses.dataclass
+class VocabResult:
+    """What `train_vocab` wrote and read."""
+
+    model_path: str
+    vocab_path: str
+    lines_used: int = 0
+    lines_skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+def expand_input_patterns(input_patterns: str | Sequence[str]) -> list[str]:
+    """Comma-separated globs (or a list of them) -> sorted file paths; error if nothing matches."""
+    if isinstance(input_patterns, str):
+        input_patterns = input_patterns.split(",")
+    patterns = [p.strip() for p in input_patterns if p.strip()]
+    files = sorted({f for p in patterns for f in glob.glob(p) if os.path.isfile(f)})
+    if not files:
+        raise FileNotFoundError(f"no input files match {','.join(patterns) or '(empty --input_file)'}")
+    return files
+
+
+def _training_lines(files: Sequence[str], do_lower_case: bool, result: VocabResult) -> Iterator[str]:
+    """Preprocessed non-empty lines of all files; undecodable or NUL-containing lines are skipped."""
+    for path in files:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            for line_number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    _skip(result, "invalid_utf8", path, line_number)
+                    continue
+                if "\0" in line:
+                    _skip(result, "nul_byte", path, line_number)
+                    continue
+                text = preprocess_text(line, lower=do_lower_case)
+                if text:
+                    result.lines_used += 1
+                    if result.lines_used % 1_000_000 == 0:
+                        logging.info("vocab: read %d lines (now in %s)", result.lines_used, path)
+                    yield text
+
+
+def _skip(result: VocabResult, reason: str, path: str, line_number: int) -> None:
+    if reason not in result.lines_skipped:
+        logging.warning("vocab: skipping %s:%d (%s); further such lines are only counted", path, line_number, reason)
+    result.lines_skipped[reason] = result.lines_skipped.get(reason, 0) + 1
+
+
+def train_vocab(input_patterns: str | Sequence[str], output_dir: str, model_prefix: str = "30k-clean",
+                config: VocabConfig = VocabConfig()) -> VocabResult:
+    """Trains a unigram SentencePiece model with ALBERT's settings; writes `<prefix>.model` and `.vocab`.
+
+    Both files appear under their final names only when training succeeded (written in a temporary
+    directory inside `output_dir`, then renamed), so an interrupted run leaves no finished-looking file.
+    """
+    files = expand_input_patterns(input_patterns)
+    if os.sep in model_prefix or not model_prefix:
+        raise ValueError(f"model_prefix must be a plain file name, got {model_prefix!r}")
+    try:
+        os.makedirs(output_dir, exist_ok=True)
+        tmp_dir = tempfile.mkdtemp(prefix=f".{model_prefix}.tmp-", dir=output_dir)
+    except OSError as e:
+        raise PermissionError(f"output directory {output_dir!r} is not writable: {e}") from e
+    result = VocabResult(os.path.join(output_dir, f"{model_prefix}.model"),
+                         os.path.join(output_dir, f"{model_prefix}.vocab"))
+    try:
+        lines = _training_lines(files, config.do_lower_case, result)
+        first = next(lines, None)
+        if first is None:
+            raise ValueError(f"no text to train on: {', '.join(files)} hold no non-empty lines "
+                             f"(skipped: {result.lines_skipped or 'none'})")
+        logging.info("vocab: training a %d-piece unigram model on %s", config.vocab_size, ", ".join(files))
+        spm.set_random_generator_seed(config.seed)
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=_chain(first, lines), model_prefix=os.path.join(tmp_dir, model_prefix),
+                model_type="unigram", vocab_size=config.vocab_size, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+                control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
+                character_coverage=config.character_coverage, shuffle_input_sentence=True,
+                input_sentence_size=config.input_sentence_size, num_threads=config.num_threads,
+                minloglevel=1)
+        except RuntimeError as e:
+            raise ValueError(f"SentencePiece training on {', '.join(files)} failed "
+                             f"(vocab_size={config.vocab_size}, {result.lines_used} lines): {e}") from e
+        _set_model_prefix(os.path.join(tmp_dir, model_prefix + ".model"), model_prefix)
+        for suffix in (".vocab", ".model"):  # The model last: its presence means both are complete.
+            os.replace(os.path.join(tmp_dir, model_prefix + suffix), os.path.join(output_dir, model_prefix + suffix))
+    finally:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    logging.info("vocab: wrote %s from %d lines (skipped %s)", result.model_path, result.lines_used,
+                 result.lines_skipped or "none")
+    return result
+
+
+def _set_model_prefix(model_path: str, model_prefix: str) -> None:
+    # SentencePiece records its model_prefix (here our temp dir) in the model; keep only the name.
+    proto = sentencepiece_model_pb2.ModelProto()
+    with open(model_path, "rb") as f:
+        proto.ParseFromString(f.read())
+    proto.trainer_spec.model_prefix = model_prefix
+    with open(model_path, "wb") as f:
+        f.write(proto.SerializeToString())
+
+
+def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
+    yield first
+    yield from rest
