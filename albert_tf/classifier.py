@@ -1,0 +1,269 @@
+"""`AlbertClassifier`: the original `run_classifier.py` model, and its TF1 checkpoints in and out.
+
+Head (as `classifier_utils.create_model`): dropout 0.1 (hard-coded, whatever the config says) on
+the pooled output, then logits = pooled · output_weightsᵀ + output_bias with `output_weights`
+[num_labels, H] (truncated normal, std 0.02) — the transpose of a Keras Dense kernel, kept so the
+variable is the original's. TF1 names: the backbone's from `checkpoints.TF1_NAME_RULES`, the head's
+top-level `output_weights` / `output_bias`, exactly what an original fine-tuned checkpoint holds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from keras import ops
+from keras.src.losses.loss import scale_loss_for_distribution
+
+from albert_tf import checkpoints
+from albert_tf.config import AlbertConfig
+from albert_tf.model import BACKBONE_INPUTS, AlbertModel
+
+HEAD_NAME = "classifier"
+HEAD_DROPOUT = 0.1  # hard-coded in the original, independent of the config's dropout
+HEAD_INIT_STDDEV = 0.02  # hard-coded in the original, not `initializer_range`
+_HEAD_RULE = re.compile(rf"^{HEAD_NAME}/(output_weights|output_bias)$")
+HEAD_TF1_NAMES = ("output_weights", "output_bias")
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertClassifierHead(keras.layers.Layer):
+    """Dropout, then `pooled · output_weightsᵀ + output_bias`; float32 logits [B, num_labels]."""
+
+    def __init__(self, num_labels: int, dropout_rate: float = HEAD_DROPOUT,
+                 seed: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.num_labels = int(num_labels)
+        self.dropout_rate = float(dropout_rate)
+        self.seed = seed
+        self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed)
+
+    def build(self, pooled_shape):
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(self.num_labels, pooled_shape[-1]),
+            initializer=keras.initializers.TruncatedNormal(stddev=HEAD_INIT_STDDEV, seed=self.seed))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.num_labels,),
+                                           initializer="zeros")
+
+    def call(self, pooled_output, training=None):
+        x = self.dropout(pooled_output, training=training)
+        logits = ops.matmul(x, ops.transpose(ops.cast(self.output_weights, x.dtype)))
+        return ops.cast(logits + ops.cast(self.output_bias, logits.dtype), "float32")
+
+    def compute_output_shape(self, pooled_shape):
+        return (pooled_shape[0], self.num_labels)
+
+    def get_config(self):
+        return {**super().get_config(), "num_labels": self.num_labels,
+                "dropout_rate": self.dropout_rate, "seed": self.seed}
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertClassifier(keras.Model):
+    """ALBERT backbone + the original classification (or STS-B regression) head.
+
+    Inputs: int32 [B, T] `input_ids`, `input_mask`, `segment_ids`. Outputs: `logits` and
+    `probabilities`, both float32 [B, num_labels]; for `regression=True` (num_labels 1) the
+    "probabilities" are the raw scores, as the original's exported `probabilities` were for STS-B.
+    `fit` takes feature dicts with `label_ids` (int; float for regression), or (x, y):
+    loss = mean softmax cross-entropy, or mean squared error for regression.
+    """
+
+    def __init__(self, config: AlbertConfig | dict, num_labels: int = 2, regression: bool = False,
+                 seed: int | None = None, name: str = "albert_classifier", **kwargs):
+        config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+        if regression and num_labels != 1:
+            raise ValueError(f"regression takes num_labels=1, got {num_labels}")
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+        # === Layers ===
+        backbone = AlbertModel(config)
+        head = AlbertClassifierHead(num_labels, seed=seed, name=HEAD_NAME)
+        to_probabilities = (keras.layers.Identity(name="probabilities") if regression else
+                            keras.layers.Softmax(name="probabilities", dtype="float32"))
+
+        # === Functional model ===
+        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+                  for name in BACKBONE_INPUTS}
+        logits = head(backbone(inputs)["pooled_output"])
+        super().__init__(inputs=inputs,
+                         outputs={"logits": logits, "probabilities": to_probabilities(logits)},
+                         name=name, **kwargs)
+
+        # === Config ===
+        self.config = config
+        self.num_labels = num_labels
+        self.regression = regression
+        self.seed = seed
+        self.backbone = backbone
+        self.head = head
+        self.accuracy_tracker = None if regression else keras.metrics.Mean(name="accuracy")
+
+    def get_config(self):
+        return {"albert_config": self.config.to_dict(), "num_labels": self.num_labels,
+                "regression": self.regression, "seed": self.seed, "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
+
+    def call(self, inputs, training=None):
+        # Labels and other features of the input dict pass through `fit` untouched.
+        return super().call({k: inputs[k] for k in BACKBONE_INPUTS}, training=training)
+
+    def _labels(self, x, y):
+        if y is not None:
+            return y
+        if not isinstance(x, Mapping) or "label_ids" not in x:
+            raise ValueError("AlbertClassifier.fit needs labels: pass y, or `label_ids` in x")
+        return x["label_ids"]
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Mean softmax cross-entropy (MSE for regression), as the original, plus layer losses."""
+        labels = self._labels(x, y)
+        logits = y_pred["logits"]
+        if self.regression:
+            scores = ops.reshape(logits, (-1,))
+            loss = ops.mean(ops.square(scores - ops.reshape(ops.cast(labels, "float32"), (-1,))))
+        else:
+            loss = ops.mean(keras.losses.sparse_categorical_crossentropy(
+                ops.reshape(ops.cast(labels, "int32"), (-1,)), logits, from_logits=True))
+        if self.losses:
+            loss = loss + ops.sum(self.losses)
+        return scale_loss_for_distribution(loss)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        if self.accuracy_tracker is not None:
+            labels = ops.reshape(ops.cast(self._labels(x, y), "int64"), (-1,))
+            correct = ops.equal(ops.argmax(y_pred["logits"], axis=-1), labels)
+            self.accuracy_tracker.update_state(ops.cast(correct, "float32"))
+        return self.get_metrics_result()
+
+    @property
+    def metrics(self):
+        extra = [] if self.accuracy_tracker is None else [self.accuracy_tracker]
+        return [*super().metrics, *extra]
+
+
+# --- TF1 names ----------------------------------------------------------------------------------
+
+def classifier_tf1_name(path: str) -> str:
+    """Original TF1 name of a variable path of our models (classifier head included)."""
+    match = _HEAD_RULE.match(path)
+    return match.group(1) if match else checkpoints.tf1_name(path)
+
+
+def tf1_variable_map(model) -> dict[str, tf.Variable]:
+    """{original name: variable} for an `AlbertClassifier` (or any of our ALBERT models)."""
+    names = {}
+    for variable in model.weights:
+        name = classifier_tf1_name(variable.path)
+        if name in names:
+            raise ValueError(f"two variables map to {name!r}: {names[name].path}, {variable.path}")
+        names[name] = variable
+    return names
+
+
+def tf1_weights(model) -> dict[str, np.ndarray]:
+    """{original name: value} of a model's weights (pretrainer, backbone or classifier)."""
+    return {name: v.numpy() for name, v in tf1_variable_map(model).items()}
+
+
+def save_classifier_tf1_checkpoint(model: AlbertClassifier, path: str | os.PathLike,
+                                   global_step: int | None = None) -> str:
+    """Writes `model` under the original names at prefix `path` (staged, then moved into place,
+    with a `checkpoint` state file), like an original fine-tuned checkpoint. Returns the prefix.
+
+    Mirrors `checkpoints.save_tf1_checkpoint`, which only knows the pretraining name table.
+    """
+    path = os.path.abspath(os.fspath(path))
+    directory, basename = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    variables = tf1_variable_map(model)
+    names = sorted(variables)
+    tensors = [tf.convert_to_tensor(variables[n]) for n in names]
+    if global_step is not None:
+        names.append("global_step")
+        tensors.append(tf.constant(global_step, tf.int64))
+    staging = tempfile.mkdtemp(prefix=f".{basename}.", dir=directory)
+    try:
+        tf.raw_ops.SaveV2(prefix=os.path.join(staging, basename), tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=tensors)
+        for filename in os.listdir(staging):
+            os.replace(os.path.join(staging, filename), os.path.join(directory, filename))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    # The `checkpoint` state file TF1 tools and `tf.train.latest_checkpoint` read (text proto);
+    # written directly: tf.compat.v1's writer logs deprecation noise at every save.
+    state = os.path.join(directory, "checkpoint")
+    with open(state + ".tmp", "w", encoding="utf-8") as f:
+        f.write(f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
+    os.replace(state + ".tmp", state)
+    return path
+
+
+def assign_classifier_weights(model: AlbertClassifier, tensors: Mapping[str, np.ndarray],
+                              source: str, require_head: bool) -> bool:
+    """Assigns `model` from {original name: array}; returns whether the head was loaded.
+
+    Every backbone variable must be present with its shape, else `CheckpointMismatchError` lists
+    every problem and nothing is assigned. The head (`output_weights`/`output_bias`) is required
+    with `require_head`; otherwise it is loaded only if present with matching shapes (a classifier
+    checkpoint of the same label count) and left freshly initialised if not. Other names (the
+    pretraining heads `cls/...`) are ignored.
+    """
+    targets = tf1_variable_map(model)
+    head_ok = all(n in tensors and tuple(tensors[n].shape) == tuple(targets[n].shape)
+                  for n in HEAD_TF1_NAMES)
+    checked = [n for n in targets if n not in HEAD_TF1_NAMES or require_head]
+    problems = [f"missing from checkpoint: {n} {tuple(targets[n].shape)}"
+                for n in sorted(checked) if n not in tensors]
+    problems += [f"shape mismatch: {n} checkpoint {tuple(tensors[n].shape)} vs model "
+                 f"{tuple(targets[n].shape)}" for n in sorted(checked)
+                 if n in tensors and tuple(tensors[n].shape) != tuple(targets[n].shape)]
+    if problems:
+        raise checkpoints.CheckpointMismatchError(
+            f"{source} does not match the classifier ({len(problems)} problems):\n  "
+            + "\n  ".join(problems))
+    for name, variable in targets.items():
+        if name not in HEAD_TF1_NAMES or head_ok:
+            variable.assign(tensors[name])
+    ignored = sorted(set(tensors) - set(targets))
+    if ignored:
+        logging.info("%s: ignored %d variables not in the classifier (e.g. %s)", source,
+                     len(ignored), ignored[0])
+    return head_ok
+
+
+def read_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """{original name: array} from a TF1 checkpoint (prefix or directory) or one of our `.keras`
+    files (`AlbertPretrainer`, `AlbertModel` or `AlbertClassifier`)."""
+    path = os.fspath(path)
+    if path.endswith(".keras"):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"Keras model file not found: {path}")
+        return tf1_weights(keras.saving.load_model(path, compile=False, safe_mode=True))
+    return checkpoints.read_tf1_checkpoint(path)
+
+
+def initialize_from_checkpoint(model: AlbertClassifier, path: str | os.PathLike) -> bool:
+    """Fine-tuning init: backbone from a pretraining or classifier checkpoint (TF1 or `.keras`);
+    the head too when the checkpoint has one of the same shape. Returns whether it did."""
+    head_loaded = assign_classifier_weights(model, read_weights(path), os.fspath(path),
+                                            require_head=False)
+    logging.info("Initialised the backbone%s from %s", " and head" if head_loaded else "", path)
+    return head_loaded
+
+
+def load_classifier_checkpoint(model: AlbertClassifier, path: str | os.PathLike) -> None:
+    """Loads a complete classifier checkpoint (ours or the original's), head included."""
+    assign_classifier_weights(model, read_weights(path), os.fspath(path), require_head=True)
