@@ -14,15 +14,22 @@ How each step stays exact:
   `tf.strings.lower` differ on ~160 code points (newer/older Unicode versions; `lower` also stops at NUL).
 - Python lowercases a capital sigma to final `ς` by context; a regex with Python's cased/case-ignorable
   classes reproduces that.
-- SentencePiece runs as `tensorflow_text.FastSentencepieceTokenizer`: it matched the `sentencepiece`
-  library on all golden and fuzz texts where the classic `SentencepieceTokenizer` op broke score ties
-  differently, it is about 2x faster, and it is the variant TFLite can convert.
+- SentencePiece runs as `tensorflow_text.FastSentencepieceTokenizer`, not the classic
+  `SentencepieceTokenizer` op: it breaks near-ties like the `sentencepiece` library far more often
+  (see below), it is about 2x faster, and it is the variant TFLite can convert.
 - The digit-comma rule depends only on the piece, so it is a table from rule piece ids to their
   re-encoded ids (built with `AlbertTokenizer`).
 - Pair truncation uses `tensorflow_text.RoundRobinTrimmer`, whose allocation equals the original
   `_truncate_seq_pair` (pop from the longer side, B on ties).
 
-Known difference: invalid UTF-8 bytes (impossible in a Python `str`) become U+FFFD here.
+Measured: equal ids on the 420 golden cases and on 378k real texts (all corpora, GLUE fields, SQuAD).
+Known differences:
+- Invalid UTF-8 bytes (impossible in a Python `str`) become U+FFFD here.
+- SentencePiece near-ties: where two segmentations score equal up to float rounding (e.g. "888" as
+  8|88 or 88|8 right after an unknown character), FastSentencepieceTokenizer may pick the other one:
+  7 of 30,000 random 0-300-char strings of mixed scripts (the classic op: 44); none in real text.
+- The Unicode tables come from the Python that builds the layer; a layer built under another Python
+  version follows that version's Unicode data for newly assigned characters.
 """
 
 from __future__ import annotations
