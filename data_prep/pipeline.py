@@ -1,0 +1,232 @@
+"""The whole data-prep job: read documents, build masked SOP instances in worker processes, shuffle, write.
+
+Determinism: documents are numbered in reading order and grouped into batches by content alone; each
+(document, dupe pass) draws from its own `random.Random` seeded from (seed, document index, pass), each
+batch's output is shuffled by a generator seeded from (seed, batch index), and results are consumed in
+batch order into a shuffle buffer seeded from the seed. So the shards are byte-identical for any
+`num_workers`.
+
+Bounded memory: the main process holds the shuffle buffer and at most `2 * num_workers` batches in
+flight; a batch holds about `batch_chars` characters of text and its instances for all dupe passes.
+
+Differences from the original, all forced by streaming: random-document segments (the single-sentence
+leak, and NSP mode) are drawn from the documents of the same batch rather than the whole corpus; the
+original's global shuffle of documents and of all instances becomes a per-batch shuffle plus a bounded
+shuffle buffer.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import multiprocessing
+import os
+import random
+import time
+
+from absl import logging
+
+from data_prep import corpus, instances, records, writer
+from data_prep.stats import Stats
+
+
+@dataclasses.dataclass(frozen=True)
+class DataPrepConfig:
+    """Everything the job needs; the CLI fills it from flags."""
+
+    input_file: str
+    output_file: str
+    spm_model_file: str
+    do_lower_case: bool = True
+    random_seed: int = 12345
+    dupe_factor: int = 40
+    pair: instances.PairConfig = instances.PairConfig()
+    masking: instances.MaskingConfig = instances.MaskingConfig()
+    corpus: corpus.CorpusConfig = corpus.CorpusConfig()
+    num_workers: int = 1
+    num_output_shards: int = 1
+    shuffle_buffer_size: int = 20_000
+    batch_chars: int = 256 * 1024
+    summary_file: str | None = None
+
+    def __post_init__(self):
+        if self.pair.max_seq_length < 5:
+            raise ValueError(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.pair.max_seq_length}")
+        if self.dupe_factor < 1 or self.num_workers < 1 or self.batch_chars < 1:
+            raise ValueError("dupe_factor, num_workers and batch_chars must be >= 1")
+        if self.masking.max_predictions_per_seq < 1 or self.masking.ngram < 1:
+            raise ValueError("max_predictions_per_seq and ngram must be >= 1")
+
+    def summary_path(self) -> str:
+        """`--summary_file`, else the first output file with its .tfrecord(s) extension -> .summary.json."""
+        if self.summary_file:
+            return self.summary_file
+        first = self.output_file.split(",")[0].strip()
+        stem, ext = os.path.splitext(first)
+        return (stem if ext in (".tfrecord", ".tfrecords") else first) + ".summary.json"
+
+
+def derive_seed(*parts: int | str) -> int:
+    """A 128-bit seed from the run seed and a position (document, pass, batch), stable across runs."""
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=16).digest(), "little")
+
+
+class BatchProcessor:
+    """Tokenizes a batch of documents and turns it into framed TFRecord records for all dupe passes."""
+
+    def __init__(self, config: DataPrepConfig, encode_threads: int = -1):
+        from albert_tf.tokenization import AlbertTokenizer  # TensorFlow-free
+
+        self.config = config
+        self.encode_threads = encode_threads
+        self.tokenizer = AlbertTokenizer(config.spm_model_file, do_lower_case=config.do_lower_case)
+        tok = self.tokenizer
+        tok.preprocess("\u00e9")  # builds the lazy accent table once, before workers fork
+        pieces = [tok.sp_model.id_to_piece(i) for i in range(tok.vocab_size)]
+        self.word_start = instances.start_piece_table(pieces)
+        self.masker = instances.Masker(config.masking, self.word_start, tok.vocab_size,
+                                       tok.cls_id, tok.sep_id, tok.mask_id)
+        num_predictions = config.masking.max_predictions_per_seq * (1 + config.masking.do_permutation)
+        self.encoder = records.PretrainingExampleEncoder(config.pair.max_seq_length, num_predictions,
+                                                         tok.vocab_size)
+
+    def tokenize(self, documents: list[tuple[int, list[str]]]) -> list[tuple[int, list[list[int]]]]:
+        """(index, non-empty token-id sentences) of the documents that keep at least one sentence."""
+        flat = [s for _, sentences in documents for s in sentences]
+        encoded = self.tokenizer.encode_batch(flat, num_threads=self.encode_threads)
+        out, k = [], 0
+        for index, sentences in documents:
+            ids = [e for e in encoded[k:k + len(sentences)] if e]
+            k += len(sentences)
+            if ids:
+                out.append((index, ids))
+        return out
+
+    def process(self, batch_index: int, documents: list[tuple[int, list[str]]]) -> tuple[list[bytes], Stats]:
+        """Framed records of the batch (all passes, shuffled) and their statistics."""
+        config, stats = self.config, Stats()
+        tokenized = self.tokenize(documents)
+        pool = [sentences for _, sentences in tokenized]
+        stats.documents = len(pool)
+        stats.single_sentence_documents = sum(len(d) == 1 for d in pool)
+        stats.sentences = sum(len(d) for d in pool)
+        stats.tokens = sum(len(s) for d in pool for s in d)
+        out: list[bytes] = []
+        encode, frame, masker = self.encoder.encode, records.frame_record, self.masker
+        for dupe_pass in range(config.dupe_factor):
+            for position, (doc_index, _) in enumerate(tokenized):
+                rng = random.Random(derive_seed(config.random_seed, doc_index, dupe_pass))
+                pairs, dropped = instances.create_pairs_from_document(pool, position, config.pair, rng,
+                                                                      self.word_start)
+                stats.dropped_one_token_chunks += dropped
+                for pair in pairs:
+                    inst = instances.build_instance(pair, masker, rng)
+                    stats.add_instance(inst, pair.random_document)
+                    out.append(frame(encode(inst.input_ids, inst.num_segment_a, inst.token_boundary,
+                                            inst.masked_positions, inst.masked_label_ids, inst.sop_label)))
+        random.Random(derive_seed(config.random_seed, "batch", batch_index)).shuffle(out)
+        return out, stats
+
+
+_WORKER: BatchProcessor | None = None
+
+
+def _process_in_worker(batch_index: int, documents: list[tuple[int, list[str]]]) -> tuple[list[bytes], Stats]:
+    assert _WORKER is not None
+    return _WORKER.process(batch_index, documents)
+
+
+def _batches(config: DataPrepConfig, paths: list[str], skips: corpus.SkipLog):
+    docs = corpus.read_documents(paths, config.corpus, skips)
+    for batch_index, batch in enumerate(corpus.batch_documents(docs, config.batch_chars)):
+        yield batch_index, [(d.index, d.sentences) for d in batch]
+
+
+def run(config: DataPrepConfig) -> dict:
+    """Runs the job and returns the summary (also written as JSON beside the outputs).
+
+    Raises corpus.InputError / writer.OutputError for fatal input or output problems, before any output
+    is renamed into place.
+    """
+    global _WORKER
+    started = time.monotonic()
+    paths = corpus.expand_inputs(config.input_file)
+    corpus.check_readable(paths)
+    outputs = writer.shard_paths(config.output_file, config.num_output_shards)
+    summary_path = config.summary_path()
+    skips = corpus.SkipLog()
+    stats = Stats()
+    threads = max(1, (os.cpu_count() or 1) // config.num_workers)
+    # Built before forking so workers inherit the loaded model instead of each loading it.
+    _WORKER = BatchProcessor(config, encode_threads=threads)
+    buffer = writer.ShuffleBuffer(config.shuffle_buffer_size,
+                                  random.Random(derive_seed(config.random_seed, "shuffle")))
+    progress = _Progress()
+    with writer.ShardedWriter(outputs) as out:
+
+        def consume(result: tuple[list[bytes], Stats]) -> None:
+            batch_records, batch_stats = result
+            stats.merge(batch_stats)
+            for record in batch_records:
+                evicted = buffer.push(record)
+                if evicted is not None:
+                    out.write(evicted)
+            progress.update(stats)
+
+        batches = _batches(config, paths, skips)
+        if config.num_workers == 1:
+            for batch_index, documents in batches:
+                consume(_WORKER.process(batch_index, documents))
+        else:
+            with multiprocessing.get_context("fork").Pool(config.num_workers) as pool:
+                pending: collections.deque = collections.deque()
+                for batch_index, documents in batches:
+                    pending.append(pool.apply_async(_process_in_worker, (batch_index, documents)))
+                    while len(pending) >= 2 * config.num_workers:
+                        consume(pending.popleft().get())
+                while pending:
+                    consume(pending.popleft().get())
+        for record in buffer.drain():
+            out.write(record)
+        out.commit()
+    summary = _summary(config, paths, outputs, out.counts, stats, skips, time.monotonic() - started)
+    writer.write_json_atomically(summary_path, summary)
+    logging.info("wrote %d instances to %d file(s) in %.1fs; summary %s", stats.instances, len(outputs),
+                 summary["elapsed_seconds"], summary_path)
+    return summary
+
+
+class _Progress:
+    """A progress line every few seconds."""
+
+    def __init__(self, every_seconds: float = 5.0):
+        self.start = self.last = time.monotonic()
+        self.every = every_seconds
+
+    def update(self, stats: Stats) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            logging.info("%d documents, %d instances, %.0f instances/s", stats.documents, stats.instances,
+                         stats.instances / max(now - self.start, 1e-9))
+
+
+def _summary(config: DataPrepConfig, paths: list[str], outputs: list[str], counts: list[int], stats: Stats,
+             skips: corpus.SkipLog, elapsed: float) -> dict:
+    settings = {
+        "spm_model_file": config.spm_model_file, "do_lower_case": config.do_lower_case,
+        "random_seed": config.random_seed, "dupe_factor": config.dupe_factor,
+        **dataclasses.asdict(config.pair), **dataclasses.asdict(config.masking),
+        **dataclasses.asdict(config.corpus), "num_workers": config.num_workers,
+        "shuffle_buffer_size": config.shuffle_buffer_size, "batch_chars": config.batch_chars,
+    }
+    return {
+        "inputs": paths,
+        "outputs": [{"file": p, "instances": n} for p, n in zip(outputs, counts)],
+        "settings": settings,
+        **stats.summary(),
+        "skipped": skips.entries(),
+        "skipped_lines": sum(e["count"] for e in skips.entries() if e["reason"] not in ("empty_file", "no_text")),
+        "elapsed_seconds": round(elapsed, 3),
+    }

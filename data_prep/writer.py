@@ -1,0 +1,158 @@
+"""Bounded shuffle buffer and sharded TFRecord output written under temporary names, renamed when complete.
+
+An interrupted run leaves only hidden `.NAME.incomplete-PID` files (removed on any clean failure), never a
+file under a final name; files from an earlier run keep their content until the new ones replace them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Iterator, Sequence
+
+
+class OutputError(Exception):
+    """The output location cannot be written; names the path."""
+
+
+def shard_paths(output_files: str | Sequence[str], num_shards: int) -> list[str]:
+    """Final output paths: the comma-separated `output_files` as given (the original's round-robin list),
+    or, for one file and `num_shards > 1`, `FILE-00000-of-0000N` ..."""
+    if isinstance(output_files, str):
+        output_files = [p.strip() for p in output_files.split(",") if p.strip()]
+    if not output_files:
+        raise OutputError("no output file given")
+    if num_shards < 1:
+        raise ValueError(f"num_output_shards must be >= 1, got {num_shards}")
+    if num_shards == 1:
+        return list(output_files)
+    if len(output_files) != 1:
+        raise ValueError("give either several comma-separated output files or --num_output_shards, not both")
+    return [f"{output_files[0]}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
+
+
+def temporary_path(path: str) -> str:
+    """Hidden, clearly unfinished name in the same directory (so the final rename is atomic)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{name}.incomplete-{os.getpid()}")
+
+
+def _fsync_and_replace(temp: str, final: str) -> None:
+    with open(temp, "rb+") as f:
+        os.fsync(f.fileno())
+    os.replace(temp, final)
+
+
+class ShardedWriter:
+    """Writes framed records round-robin over shards, as the original's writer list does.
+
+    Use as a context manager: leaving it by an exception deletes the temporary files; `commit()` renames
+    them to their final names.
+    """
+
+    def __init__(self, paths: Sequence[str], buffer_bytes: int = 1 << 20):
+        if len(set(map(os.path.abspath, paths))) != len(paths):
+            raise OutputError(f"output files repeat: {list(paths)}")
+        self.paths = list(paths)
+        self.counts = [0] * len(paths)
+        self._temps: list[str] = []
+        self._files = []
+        self._next = 0
+        try:
+            for path in self.paths:
+                directory = os.path.dirname(os.path.abspath(path))
+                os.makedirs(directory, exist_ok=True)
+                temp = temporary_path(path)
+                self._files.append(open(temp, "wb", buffering=buffer_bytes))
+                self._temps.append(temp)
+        except OSError as e:
+            self.abort()
+            raise OutputError(f"cannot write output {e.filename or path}: {e.strerror or e}") from e
+
+    def write(self, framed_record: bytes) -> None:
+        """Appends one framed record to the next shard."""
+        self._files[self._next].write(framed_record)
+        self.counts[self._next] += 1
+        self._next = (self._next + 1) % len(self._files)
+
+    def commit(self) -> None:
+        """Closes, syncs and renames every shard to its final name."""
+        try:
+            for f in self._files:
+                f.close()
+            for temp, path in zip(self._temps, self.paths):
+                _fsync_and_replace(temp, path)
+        except OSError as e:
+            self.abort()
+            raise OutputError(f"cannot finish output {e.filename}: {e.strerror or e}") from e
+        self._temps = []
+
+    def abort(self) -> None:
+        """Closes and deletes the temporary files (finished outputs are left alone)."""
+        for f in self._files:
+            try:
+                f.close()
+            except OSError:
+                pass
+        for temp in self._temps:
+            try:
+                os.remove(temp)
+            except OSError:
+                pass
+        self._temps = []
+
+    def __enter__(self) -> "ShardedWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+
+
+def write_json_atomically(path: str, payload: dict) -> None:
+    """Writes JSON under a temporary name and renames it."""
+    temp = temporary_path(path)
+    try:
+        with open(temp, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=2, sort_keys=False)
+            f.write("\n")
+        _fsync_and_replace(temp, path)
+    except OSError as e:
+        try:
+            os.remove(temp)
+        except OSError:
+            pass
+        raise OutputError(f"cannot write summary {path}: {e.strerror or e}") from e
+
+
+class ShuffleBuffer:
+    """Bounded shuffle: holds up to `size` items; each new item evicts a uniformly chosen one.
+
+    Stands in for the original's shuffle of all instances of all passes, which needs the whole output in
+    memory. `size=0` passes items through in order.
+    """
+
+    def __init__(self, size: int, rng: random.Random):
+        if size < 0:
+            raise ValueError(f"shuffle buffer size must be >= 0, got {size}")
+        self.size = size
+        self._rng = rng
+        self._items: list[bytes] = []
+
+    def push(self, item: bytes) -> bytes | None:
+        """Adds an item; returns the one evicted (None while the buffer fills)."""
+        if len(self._items) < self.size:
+            self._items.append(item)
+            return None
+        if not self._items:
+            return item
+        j = self._rng.randrange(len(self._items))
+        out, self._items[j] = self._items[j], item
+        return out
+
+    def drain(self) -> Iterator[bytes]:
+        """The remaining items in random order."""
+        items, self._items = self._items, []
+        self._rng.shuffle(items)
+        yield from items
