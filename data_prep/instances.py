@@ -9,6 +9,7 @@ probabilities, which makes the whole job reproducible.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from collections.abc import Sequence
 
@@ -104,22 +105,25 @@ class MaskedInstance:
 
 def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
                       rng: random.Random) -> tuple[list[int], list[int]]:
-    """The original truncation: while too long, drop the first (p=0.5) or last token of the longer segment
-    (B on ties). Returns the truncated copies; draws exactly the original's random numbers, but slices
-    once instead of deleting one token at a time."""
-    a_start, a_end, b_start, b_end = 0, len(tokens_a), 0, len(tokens_b)
-    while (a_end - a_start) + (b_end - b_start) > max_num_tokens:
-        front = rng.random() < 0.5
-        if a_end - a_start > b_end - b_start:
-            if front:
-                a_start += 1
-            else:
-                a_end -= 1
-        elif front:
-            b_start += 1
-        else:
-            b_end -= 1
-    return tokens_a[a_start:a_end], tokens_b[b_start:b_end]
+    """The original truncation, in distribution: while too long, drop the first or (p=0.5) the last token
+    of the longer segment (B on ties). Returns truncated copies.
+
+    Which segment loses each token does not depend on the coin flips, only the front/back choices do; so
+    a segment that loses k tokens loses Binomial(k, 1/2) of them at the front. That is drawn as the
+    popcount of k random bits: two draws instead of one per token (a 5,000-token sentence is common).
+    """
+    len_a, len_b = len(tokens_a), len(tokens_b)
+    excess = len_a + len_b - max_num_tokens
+    if excess <= 0:
+        return list(tokens_a), list(tokens_b)
+    cut_a = min(excess, len_a - len_b) if len_a > len_b else 0
+    cut_b = min(excess, len_b - len_a) if len_b > len_a else 0
+    rest = excess - cut_a - cut_b  # lengths are now equal: B, A, B, ... lose one token each
+    cut_b += (rest + 1) // 2
+    cut_a += rest // 2
+    front_a = rng.getrandbits(cut_a).bit_count() if cut_a else 0
+    front_b = rng.getrandbits(cut_b).bit_count() if cut_b else 0
+    return (tokens_a[front_a:len_a - (cut_a - front_a)], tokens_b[front_b:len_b - (cut_b - front_b)])
 
 
 def _split_single_sentence(sentence: list[int], word_start: Sequence[bool] | None,
@@ -218,106 +222,114 @@ class Masker:
     def __init__(self, config: MaskingConfig, word_start: Sequence[bool], vocab_size: int,
                  cls_id: int, sep_id: int, mask_id: int):
         self.config = config
-        self.word_start = list(word_start)
         self.vocab_size = vocab_size
         self.cls_id, self.sep_id, self.mask_id = cls_id, sep_id, mask_id
         self._cumulative = config.ngram_cumulative()
+        # [CLS]/[SEP] open no word but have token_boundary 1.
+        self._opens_word = [int(bool(w)) for w in word_start]
+        self._opens_word[cls_id] = self._opens_word[sep_id] = 0
+        self._boundary = list(self._opens_word)
+        self._boundary[cls_id] = self._boundary[sep_id] = 1
 
-    def _words(self, tokens: Sequence[int]) -> tuple[list[list[int]], list[int]]:
-        """Candidate words (lists of positions) and token_boundary; [CLS]/[SEP] open no word, so a
-        continuation piece right after [SEP] joins the word before it, as in the original."""
-        word_start, cls_id, sep_id = self.word_start, self.cls_id, self.sep_id
-        whole_word = self.config.do_whole_word_mask
-        boundary = [0] * len(tokens)
-        words: list[list[int]] = []
-        for i, token in enumerate(tokens):
-            if token == cls_id or token == sep_id:
-                boundary[i] = 1
-                continue
-            if word_start[token]:
-                boundary[i] = 1
-                words.append([i])
-            elif whole_word and words:
-                words[-1].append(i)
-            else:
-                words.append([i])
-        return words, boundary
+    def _word_starts(self, tokens: Sequence[int], first_sep: int) -> list[int]:
+        """First position of every candidate word of `[CLS] A [SEP] B [SEP]`.
 
-    def _select(self, words: list[list[int]], budget: int, blocked: set[int],
+        A word runs from its first position to the next word's, skipping the [SEP] at `first_sep`; so a
+        continuation piece right after that [SEP] joins the word before it, as in the original. The first
+        token of A opens a word even when it is a continuation piece. Without whole-word masking every
+        non-special token is a word.
+        """
+        last = len(tokens) - 1
+        if not self.config.do_whole_word_mask:
+            return [i for i in range(1, last) if i != first_sep]
+        starts = list(itertools.compress(range(len(tokens)), map(self._opens_word.__getitem__, tokens)))
+        if first_sep > 1 and (not starts or starts[0] != 1):
+            starts.insert(0, 1)
+        return starts
+
+    def _select(self, starts: list[int], end_of_words: int, first_sep: int, budget: int, blocked: set[int],
                 taken: list[tuple[list[int], int]], rng: random.Random) -> int:
         """Visits word indices in random order (an incremental Fisher-Yates shuffle, the same
         distribution as the original's full shuffle) and appends non-overlapping n-grams to `taken`, as
         (positions, number of words), until `budget` positions are chosen. Returns the number chosen."""
         cumulative = self._cumulative
-        num_words = len(words)
+        max_n = len(cumulative)
+        num_words = len(starts)
         order = list(range(num_words))
+        rand = rng.random
         chosen = 0
         for t in range(num_words):
             if chosen >= budget:
                 break
-            j = t + int(rng.random() * (num_words - t))
+            j = t + int(rand() * (num_words - t))
             order[t], order[j] = order[j], order[t]
-            start = order[t]
-            u = rng.random()
+            first = order[t]
+            u = rand()
             n = 1
-            while u >= cumulative[n - 1] and n < len(cumulative):
+            while n < max_n and u >= cumulative[n - 1]:
                 n += 1
             # Fall back to shorter n-grams while the candidate would overflow the budget.
+            begin = starts[first]
             while n > 0:
-                positions = [p for w in words[start:start + n] for p in w]
+                end = starts[first + n] if first + n < num_words else end_of_words
+                positions = list(range(begin, end))
+                if begin < first_sep < end:
+                    positions.remove(first_sep)
                 if chosen + len(positions) <= budget:
                     break
                 n -= 1
-            if n == 0 or any(p in blocked for p in positions):
+            if n == 0 or not blocked.isdisjoint(positions):
                 continue
             blocked.update(positions)
-            taken.append((positions, min(n, num_words - start)))
+            taken.append((positions, min(n, num_words - first)))
             chosen += len(positions)
         return chosen
 
     def mask(self, tokens: list[int], num_segment_a: int, sop_label: int, rng: random.Random) -> MaskedInstance:
-        """Masks `[CLS] A [SEP] B [SEP]` (ids) and returns the instance."""
+        """Masks a packed `[CLS] A [SEP] B [SEP]` (ids; A and B hold no [CLS]/[SEP], which SentencePiece
+        never produces from text) and returns the instance. `num_segment_a` is `len(A) + 2`."""
         config = self.config
-        words, boundary = self._words(tokens)
+        boundary = list(map(self._boundary.__getitem__, tokens))
         output = list(tokens)
         if config.masked_lm_prob == 0:
             return MaskedInstance(output, num_segment_a, boundary, [], [], sop_label, [], (0, 0, 0))
+        first_sep = num_segment_a - 1
+        starts = self._word_starts(tokens, first_sep)
         budget = min(config.max_predictions_per_seq, max(1, int(round(len(tokens) * config.masked_lm_prob))))
         covered: set[int] = set()
         spans: list[tuple[list[int], int]] = []
-        self._select(words, budget, covered, spans, rng)
-        predictions: list[tuple[int, int]] = []
+        self._select(starts, len(tokens) - 1, first_sep, budget, covered, spans, rng)
+        rand, mask_id = rng.random, self.mask_id
         n_mask = n_keep = n_random = 0
         for span, _ in spans:
             for index in span:
-                if rng.random() < 0.8:
-                    output[index] = self.mask_id
+                if rand() < 0.8:
+                    output[index] = mask_id
                     n_mask += 1
-                elif rng.random() < 0.5:
+                elif rand() < 0.5:
                     n_keep += 1
                 else:
                     output[index] = rng.randint(0, self.vocab_size - 1)
                     n_random += 1
-                predictions.append((index, tokens[index]))
-        span_lengths = [num_words for _, num_words in spans]
+        positions = sorted(covered)
+        labels = [tokens[p] for p in positions]
         permuted = 0
         if config.do_permutation:
             # The original reshuffles its n-gram list (rng is consumed only here, so we skip it otherwise)
             # and picks a second, disjoint set of positions whose tokens are permuted among themselves.
             selected: list[tuple[list[int], int]] = []
-            self._select(words, budget, covered, selected, rng)
+            self._select(starts, len(tokens) - 1, first_sep, budget, set(covered), selected, rng)
             sources = sorted(p for span, _ in selected for p in span)
             targets = list(sources)
             rng.shuffle(targets)
             before = list(output)
             for src, tgt in zip(sources, targets):
                 output[src] = before[tgt]
-                predictions.append((src, before[src]))
             permuted = len(sources)
-        predictions.sort()
-        return MaskedInstance(output, num_segment_a, boundary, [p for p, _ in predictions],
-                              [label for _, label in predictions], sop_label, span_lengths,
-                              (n_mask, n_keep, n_random), permuted)
+            positions = sorted(positions + sources)
+            labels = [tokens[p] for p in positions]  # permuted positions were not masked: their labels too
+        return MaskedInstance(output, num_segment_a, boundary, positions, labels, sop_label,
+                              [num_words for _, num_words in spans], (n_mask, n_keep, n_random), permuted)
 
 
 def build_instance(pair: SentencePair, masker: Masker, rng: random.Random) -> MaskedInstance:

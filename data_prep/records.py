@@ -125,10 +125,16 @@ class PretrainingExampleEncoder:
         self.max_seq_length = max_seq_length
         self.num_predictions = num_predictions
         self._varints = [varint(i) for i in range(max(max_id, max_seq_length) + 1)]
+        # Everything before a feature's packed values depends only on (name, payload length): cache it.
+        self._prefixes: dict[tuple[str, int], bytes] = {}
 
-    def _varint_run(self, values: Sequence[int]) -> bytes:
-        table = self._varints
-        return b"".join([table[v] for v in values])
+    def _prefix(self, name: str, payload_length: int) -> bytes:
+        key = (name, payload_length)
+        prefix = self._prefixes.get(key)
+        if prefix is None:
+            entry = _feature_entry(name, b"\x00" * payload_length, name in FLOAT_FEATURES)
+            prefix = self._prefixes[key] = entry[: len(entry) - payload_length]
+        return prefix
 
     def encode(self, input_ids: Sequence[int], num_segment_a: int, token_boundary: Sequence[int],
                masked_positions: Sequence[int], masked_label_ids: Sequence[int], sop_label: int) -> bytes:
@@ -149,19 +155,23 @@ class PretrainingExampleEncoder:
         pred_pad = self.num_predictions - num_pred
         if pred_pad < 0:
             raise ValueError(f"{num_pred} predictions exceed {self.num_predictions}")
+        table = self._varints
         zeros = b"\x00" * pad
-        packed = {
-            "next_sentence_labels": b"\x01" if sop_label else b"\x00",
-            "masked_lm_ids": self._varint_run(masked_label_ids) + b"\x00" * pred_pad,
-            "segment_ids": b"\x00" * num_segment_a + b"\x01" * (length - num_segment_a) + zeros,
-            "masked_lm_positions": self._varint_run(masked_positions) + b"\x00" * pred_pad,
-            "input_ids": self._varint_run(input_ids) + zeros,
-            "input_mask": b"\x01" * length + zeros,
-            "masked_lm_weights": _FLOAT_ONE * num_pred + _FLOAT_ZERO * pred_pad,
-            "token_boundary": bytes(token_boundary) + zeros,  # 0/1 are one-byte varints
-        }
-        return _length_delimited(0x0A, b"".join(
-            [_feature_entry(name, packed[name], name in FLOAT_FEATURES) for name in WIRE_ORDER]))
+        pred_zeros = b"\x00" * pred_pad
+        payloads = (  # in WIRE_ORDER
+            b"\x01" if sop_label else b"\x00",
+            b"".join([table[v] for v in masked_label_ids]) + pred_zeros,
+            b"\x00" * num_segment_a + b"\x01" * (length - num_segment_a) + zeros,
+            b"".join([table[v] for v in masked_positions]) + pred_zeros,
+            b"".join([table[v] for v in input_ids]) + zeros,
+            b"\x01" * length + zeros,
+            _FLOAT_ONE * num_pred + _FLOAT_ZERO * pred_pad,
+            bytes(token_boundary) + zeros,  # 0/1 are one-byte varints
+        )
+        prefix = self._prefix
+        body = b"".join([part for name, payload in zip(WIRE_ORDER, payloads)
+                         for part in (prefix(name, len(payload)), payload)])
+        return b"\n" + table[len(body)] + body if len(body) < len(table) else _length_delimited(0x0A, body)
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -30,18 +30,32 @@ def _original_truncate(tokens_a, tokens_b, max_num_tokens, rng):
             trunc.pop()
 
 
-def test_truncation_is_the_originals_draw_for_draw():
+def test_truncation_keeps_the_originals_lengths_and_windows():
     case_rng = random.Random(0)
     for seed in range(300):
         a = list(range(case_rng.randint(1, 60)))
         b = list(range(100, 100 + case_rng.randint(1, 60)))
         limit = case_rng.randint(2, 80)
         expected_a, expected_b = list(a), list(b)
-        rng_ours, rng_orig = random.Random(seed), random.Random(seed)
-        got = instances.truncate_seq_pair(a, b, limit, rng_ours)
-        _original_truncate(expected_a, expected_b, limit, rng_orig)
-        assert got == (expected_a, expected_b)
-        assert rng_ours.random() == rng_orig.random()  # same number of draws
+        _original_truncate(expected_a, expected_b, limit, random.Random(seed))
+        got_a, got_b = instances.truncate_seq_pair(a, b, limit, random.Random(seed))
+        assert (len(got_a), len(got_b)) == (len(expected_a), len(expected_b))  # who loses what is fixed
+        assert got_a == a[a.index(got_a[0]):][:len(got_a)] and got_b == b[b.index(got_b[0]):][:len(got_b)]
+
+
+def test_truncation_has_the_originals_distribution():
+    # Front/back cuts: compare the distribution of the kept windows with the original's, token by token.
+    a, b, limit, draws = list(range(30)), list(range(100, 112)), 20, 20000
+    ours, original = collections.Counter(), collections.Counter()
+    for seed in range(draws):
+        got_a, got_b = instances.truncate_seq_pair(a, b, limit, random.Random(seed))
+        ours[(got_a[0], got_b[0])] += 1
+        exp_a, exp_b = list(a), list(b)
+        _original_truncate(exp_a, exp_b, limit, random.Random(seed + 10**6))
+        original[(exp_a[0], exp_b[0])] += 1
+    total_variation = sum(abs(ours[k] - original[k]) for k in ours.keys() | original.keys()) / (2 * draws)
+    assert total_variation < 0.05, total_variation  # sampling noise alone is ~0.02 here
+    assert len(ours) > 20  # many windows, not a degenerate cut
 
 
 def _document(rng, num_sentences, lo=3, hi=30, base=1000):
