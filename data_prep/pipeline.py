@@ -1,18 +1,20 @@
 """The whole data-prep job: read documents, build masked SOP instances in worker processes, shuffle, write.
 
 Determinism: documents are numbered in reading order and grouped into batches by content alone; each
-(document, dupe pass) draws from its own `random.Random` seeded from (seed, document index, pass), each
-batch's output is shuffled by a generator seeded from (seed, batch index), and results are consumed in
-batch order into a shuffle buffer seeded from the seed. So the shards are byte-identical for any
-`num_workers`.
+(document, dupe pass) draws from its own `random.Random` seeded from (seed, document index, pass); a
+batch's records (pass by pass, documents in order) enter a shuffle buffer seeded from the seed, batches
+in order. So the shards are byte-identical for any `num_workers` (other flags, `batch_chars` and
+`shuffle_buffer_size` included, change them).
 
-Bounded memory: the main process holds the shuffle buffer and at most `2 * num_workers` batches in
-flight; a batch holds about `batch_chars` characters of text and its instances for all dupe passes.
+Bounded memory: the main process holds the shuffle buffer and the text of at most `2 * num_workers`
+batches (about `batch_chars` characters each); a worker holds one batch and its tokens, and streams
+records to a hidden spill file beside the outputs that the main process reads back in order. Nothing
+grows with the corpus or with `dupe_factor`.
 
 Differences from the original, all forced by streaming: random-document segments (the single-sentence
-leak, and NSP mode) are drawn from the documents of the same batch rather than the whole corpus; the
-original's global shuffle of documents and of all instances becomes a per-batch shuffle plus a bounded
-shuffle buffer.
+leak, and NSP mode) are drawn from the documents of the same batch rather than from the whole corpus;
+the original's shuffles of all documents and of all instances of all passes become one bounded shuffle
+buffer; documents end at the end of their file and after `max_document_chars`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import multiprocessing
 import os
 import random
 import time
+from collections.abc import Iterator
 
 from absl import logging
 
@@ -103,16 +106,16 @@ class BatchProcessor:
                 out.append((index, ids))
         return out
 
-    def process(self, batch_index: int, documents: list[tuple[int, list[str]]]) -> tuple[list[bytes], Stats]:
-        """Framed records of the batch (all passes, shuffled) and their statistics."""
-        config, stats = self.config, Stats()
+    def instance_records(self, documents: list[tuple[int, list[str]]], stats: Stats) -> Iterator[bytes]:
+        """Framed records of a batch, pass by pass (memory does not grow with dupe_factor); counts into
+        `stats` as it goes."""
+        config = self.config
         tokenized = self.tokenize(documents)
         pool = [sentences for _, sentences in tokenized]
-        stats.documents = len(pool)
-        stats.single_sentence_documents = sum(len(d) == 1 for d in pool)
-        stats.sentences = sum(len(d) for d in pool)
-        stats.tokens = sum(len(s) for d in pool for s in d)
-        out: list[bytes] = []
+        stats.documents += len(pool)
+        stats.single_sentence_documents += sum(len(d) == 1 for d in pool)
+        stats.sentences += sum(len(d) for d in pool)
+        stats.tokens += sum(len(s) for d in pool for s in d)
         encode, frame, masker = self.encoder.encode, records.frame_record, self.masker
         for dupe_pass in range(config.dupe_factor):
             for position, (doc_index, _) in enumerate(tokenized):
@@ -123,18 +126,22 @@ class BatchProcessor:
                 for pair in pairs:
                     inst = instances.build_instance(pair, masker, rng)
                     stats.add_instance(inst, pair.random_document)
-                    out.append(frame(encode(inst.input_ids, inst.num_segment_a, inst.token_boundary,
-                                            inst.masked_positions, inst.masked_label_ids, inst.sop_label)))
-        random.Random(derive_seed(config.random_seed, "batch", batch_index)).shuffle(out)
-        return out, stats
+                    yield frame(encode(inst.input_ids, inst.num_segment_a, inst.token_boundary,
+                                       inst.masked_positions, inst.masked_label_ids, inst.sop_label))
 
 
 _WORKER: BatchProcessor | None = None
 
 
-def _process_in_worker(batch_index: int, documents: list[tuple[int, list[str]]]) -> tuple[list[bytes], Stats]:
+def _process_in_worker(spill_path: str, documents: list[tuple[int, list[str]]]) -> Stats:
+    # Records go to a spill file rather than back through the result pipe, so a batch never sits in
+    # memory whole, whatever dupe_factor is.
     assert _WORKER is not None
-    return _WORKER.process(batch_index, documents)
+    stats = Stats()
+    with open(spill_path, "wb", buffering=1 << 20) as f:
+        for record in _WORKER.instance_records(documents, stats):
+            f.write(record)
+    return stats
 
 
 def _batches(config: DataPrepConfig, paths: list[str], skips: corpus.SkipLog):
@@ -165,9 +172,7 @@ def run(config: DataPrepConfig) -> dict:
     progress = _Progress()
     with writer.ShardedWriter(outputs) as out:
 
-        def consume(result: tuple[list[bytes], Stats]) -> None:
-            batch_records, batch_stats = result
-            stats.merge(batch_stats)
+        def consume(batch_records: Iterator[bytes]) -> None:
             for record in batch_records:
                 evicted = buffer.push(record)
                 if evicted is not None:
@@ -176,17 +181,10 @@ def run(config: DataPrepConfig) -> dict:
 
         batches = _batches(config, paths, skips)
         if config.num_workers == 1:
-            for batch_index, documents in batches:
-                consume(_WORKER.process(batch_index, documents))
+            for _, documents in batches:
+                consume(_WORKER.instance_records(documents, stats))
         else:
-            with multiprocessing.get_context("fork").Pool(config.num_workers) as pool:
-                pending: collections.deque = collections.deque()
-                for batch_index, documents in batches:
-                    pending.append(pool.apply_async(_process_in_worker, (batch_index, documents)))
-                    while len(pending) >= 2 * config.num_workers:
-                        consume(pending.popleft().get())
-                while pending:
-                    consume(pending.popleft().get())
+            _run_in_workers(config, batches, writer.temporary_path(outputs[0]), stats, consume)
         for record in buffer.drain():
             out.write(record)
         out.commit()
@@ -195,6 +193,36 @@ def run(config: DataPrepConfig) -> dict:
     logging.info("wrote %d instances to %d file(s) in %.1fs; summary %s", stats.instances, len(outputs),
                  summary["elapsed_seconds"], summary_path)
     return summary
+
+
+def _run_in_workers(config: DataPrepConfig, batches, spill_prefix: str, stats: Stats, consume) -> None:
+    """Batches go to worker processes, at most 2 per worker in flight; results are consumed in batch
+    order, so the output does not depend on which worker ran what."""
+    pending: collections.deque = collections.deque()
+    try:
+        with multiprocessing.get_context("fork").Pool(config.num_workers) as pool:
+
+            def finish_oldest() -> None:
+                spill, result = pending[0]
+                stats.merge(result.get())
+                with open(spill, "rb") as f:
+                    consume(records.iter_framed_records(f))
+                pending.popleft()
+                os.remove(spill)
+
+            for batch_index, documents in batches:
+                spill = f"{spill_prefix}.batch{batch_index}"
+                pending.append((spill, pool.apply_async(_process_in_worker, (spill, documents))))
+                while len(pending) >= 2 * config.num_workers:
+                    finish_oldest()
+            while pending:
+                finish_oldest()
+    finally:
+        for spill, _ in pending:  # after a failure: the pool is terminated, its files go
+            try:
+                os.remove(spill)
+            except OSError:
+                pass
 
 
 class _Progress:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator, Sequence
+from typing import BinaryIO
 
 import google_crc32c
 
@@ -82,6 +83,16 @@ def read_tfrecords(path: str) -> Iterator[bytes]:
                 raise RecordError(f"{path}: record {index}: bad data CRC")
             yield body[:length]
             index += 1
+
+
+def iter_framed_records(f: BinaryIO) -> Iterator[bytes]:
+    """Framed records (header, data, CRC) of a file we wrote ourselves, as they are, without checking."""
+    while True:
+        header = f.read(12)
+        if not header:
+            return
+        (length,) = struct.unpack("<Q", header[:8])
+        yield header + f.read(length + 4)
 
 
 def _length_delimited(field_tag: int, payload: bytes) -> bytes:

@@ -1,4 +1,4 @@
-"""Text -> masked SOP instances -> TFRecords, with the flags of the original `create_pretraining_data.py`.
+r"""Text -> masked SOP instances -> TFRecords, with the flags of the original `create_pretraining_data.py`.
 
     python -m pipelines.create_pretraining_data --input_file='corpus/*.txt' --output_file=out/train.tfrecord \
         --spm_model_file=30k-clean.model --max_seq_length=128 --dupe_factor=10 --num_workers=2

@@ -54,6 +54,7 @@ def test_shards_are_identical_for_any_worker_count(tmp_path, small_corpus):
         counts = [len(list(records.read_tfrecords(str(p)))) for p in shards]
         assert counts == [o["instances"] for o in summary["outputs"]] and sum(counts) == summary["instances"]
         assert max(counts) - min(counts) <= 1  # round-robin, as the original's writers
+        assert len(list((tmp_path / f"w{workers}" / "out").iterdir())) == 4  # 3 shards + summary, no spills
     assert outputs[1] == outputs[2]
     other_seed = _config(tmp_path / "seed", small_corpus, random_seed=1, num_output_shards=3,
                          batch_chars=16 * 1024, shuffle_buffer_size=300)
@@ -137,20 +138,25 @@ def test_unwritable_output_is_named(tmp_path, small_corpus):
             pipeline.run(_config(tmp_path, small_corpus, output_file=str(locked / "train.tfrecord")))
 
 
-def test_failure_mid_run_keeps_previous_outputs_and_leaves_no_partial_file(tmp_path, small_corpus, monkeypatch):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_failure_mid_run_keeps_previous_outputs_and_leaves_no_partial_file(tmp_path, small_corpus, monkeypatch,
+                                                                           workers):
     out = tmp_path / "out"
     out.mkdir()
     (out / "train.tfrecord").write_bytes(b"previous run")
-    original = pipeline.BatchProcessor.process
+    original = pipeline.BatchProcessor.instance_records
+    calls = []
 
-    def fail_on_second_batch(self, batch_index, documents):
-        if batch_index == 1:
+    def fail_on_second_batch(self, documents, stats):
+        calls.append(len(documents))
+        if len(calls) == 2:
             raise RuntimeError("disk on fire")
-        return original(self, batch_index, documents)
+        return original(self, documents, stats)
 
-    monkeypatch.setattr(pipeline.BatchProcessor, "process", fail_on_second_batch)
+    monkeypatch.setattr(pipeline.BatchProcessor, "instance_records", fail_on_second_batch)
     with pytest.raises(RuntimeError, match="disk on fire"):
-        pipeline.run(_config(tmp_path, small_corpus, batch_chars=8 * 1024, shuffle_buffer_size=0))
+        pipeline.run(_config(tmp_path, small_corpus, batch_chars=8 * 1024, shuffle_buffer_size=0,
+                             num_workers=workers))
     assert (out / "train.tfrecord").read_bytes() == b"previous run"
     assert _files(tmp_path) == ["train.tfrecord"]
 
