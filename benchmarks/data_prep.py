@@ -84,7 +84,8 @@ def _line(label: str, r: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus_dir", default=str(REPO.parent / "shared" / "data" / "corpus" / "gutenberg"))
-    parser.add_argument("--spm_model_file", default=str(REPO / "tests" / "fixtures" / "albert_spm" / "30k-clean.model"))
+    parser.add_argument("--spm_model_file",
+                        default=str(REPO / "tests" / "fixtures" / "albert_spm" / "30k-clean.model"))
     parser.add_argument("--skip_scaling", action="store_true", help="only the main run")
     args = parser.parse_args()
     corpus = os.path.join(args.corpus_dir, "*.txt")
@@ -112,7 +113,8 @@ def main() -> None:
         print(_line("--num_workers=2", two))
         print(f"  speed-up 1 -> 2 workers: {one['wall_s'] / two['wall_s']:.2f}x wall; "
               f"identical output bytes: {one['sha256'] == two['sha256']}")
-        print(f"  largest single process RSS over all runs: {max(one['max_process_rss_mb'], doubled['max_process_rss_mb']):.0f} MB")
+        largest = max(one["max_process_rss_mb"], doubled["max_process_rss_mb"])
+        print(f"  largest single process RSS over all runs: {largest:.0f} MB")
 
 
 if __name__ == "__main__":
