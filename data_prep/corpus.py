@@ -157,9 +157,11 @@ def _read_lines(path: str, config: CorpusConfig, skips: SkipLog) -> Iterator[tup
                     skips.skip(path, "nul_byte", number, f"NUL at byte {nul}")
                     continue
                 try:
-                    yield number, raw.decode("utf-8")
+                    line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
                     skips.skip(path, "invalid_utf8", number, f"invalid UTF-8 at byte {e.start}")
+                    continue
+                yield number, line
     except (OSError, EOFError, zlib.error) as e:
         # A file that opened but breaks mid-way (corrupt gzip, I/O error): keep what was read, go on.
         skips.skip(path, "read_error", number + 1, str(e))

@@ -170,24 +170,27 @@ def run(config: DataPrepConfig) -> dict:
     buffer = writer.ShuffleBuffer(config.shuffle_buffer_size,
                                   random.Random(derive_seed(config.random_seed, "shuffle")))
     progress = _Progress()
-    with writer.ShardedWriter(outputs) as out:
+    try:
+        with writer.ShardedWriter(outputs) as out:
 
-        def consume(batch_records: Iterator[bytes]) -> None:
-            for record in batch_records:
-                evicted = buffer.push(record)
-                if evicted is not None:
-                    out.write(evicted)
-            progress.update(stats)
+            def consume(batch_records: Iterator[bytes]) -> None:
+                for record in batch_records:
+                    evicted = buffer.push(record)
+                    if evicted is not None:
+                        out.write(evicted)
+                progress.update(stats)
 
-        batches = _batches(config, paths, skips)
-        if config.num_workers == 1:
-            for _, documents in batches:
-                consume(_WORKER.instance_records(documents, stats))
-        else:
-            _run_in_workers(config, batches, writer.temporary_path(outputs[0]), stats, consume)
-        for record in buffer.drain():
-            out.write(record)
-        out.commit()
+            batches = _batches(config, paths, skips)
+            if config.num_workers == 1:
+                for _, documents in batches:
+                    consume(_WORKER.instance_records(documents, stats))
+            else:
+                _run_in_workers(config, batches, writer.temporary_path(outputs[0]), stats, consume)
+            for record in buffer.drain():
+                out.write(record)
+            out.commit()
+    finally:
+        _WORKER = None  # the forked workers have their copy; release the model here
     summary = _summary(config, paths, outputs, out.counts, stats, skips, time.monotonic() - started)
     writer.write_json_atomically(summary_path, summary)
     logging.info("wrote %d instances to %d file(s) in %.1fs; summary %s", stats.instances, len(outputs),
