@@ -1,7 +1,21 @@
 """albert-tf: ALBERT (Lan et al., 2019) on Keras 3 / TensorFlow 2, faithful to the original code."""
 
-from albert_tf.config import AlbertConfig
-from albert_tf.model import AlbertModel, AlbertPretrainer
+import importlib
 
 __all__ = ["AlbertConfig", "AlbertModel", "AlbertPretrainer"]
 __version__ = "0.1.0"
+
+# Lazy (PEP 562): `albert_tf.tokenization` and `albert_tf.config` must not pay for importing Keras
+# and TensorFlow, which data-prep workers and CLIs would otherwise load for nothing.
+_LAZY = {"AlbertConfig": "albert_tf.config", "AlbertModel": "albert_tf.model",
+         "AlbertPretrainer": "albert_tf.model"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_LAZY])

@@ -153,7 +153,11 @@ def save_tf1_checkpoint(model, path: str | os.PathLike, global_step: int | None 
             os.replace(os.path.join(staging, filename), os.path.join(directory, filename))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    tf.compat.v1.train.update_checkpoint_state(directory, basename)  # the state file TF1 reads
+    # The `checkpoint` state file that TF1's Saver and `tf.train.latest_checkpoint` read.
+    state = os.path.join(directory, "checkpoint")
+    with open(state + ".tmp", "w") as f:
+        f.write(f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
+    os.replace(state + ".tmp", state)
     return path
 
 

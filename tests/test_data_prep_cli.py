@@ -52,8 +52,6 @@ def test_data_prep_library_does_not_import_tensorflow():
     assert result.stdout.split() == ["False", "False"]
 
 
-@pytest.mark.xfail(strict=True, reason="albert_tf/__init__.py imports albert_tf.model (Keras/TensorFlow) "
-                   "eagerly, so importing albert_tf.tokenization costs seconds; it needs lazy imports")
 def test_whole_run_without_tensorflow(tmp_path):
     out = tmp_path / "out"
     code = ("import atexit, runpy, sys\n"
