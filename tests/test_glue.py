@@ -103,7 +103,8 @@ def test_mnli_layouts_train_and_both_dev_files(tmp_path):
     _write(tmp_path, "MNLI", "dev_mismatched.tsv",
            [MNLI_DEV_HEADER, dev_row.replace("\tA\tB\t", "\tC\tD\t")])
     (train,) = read_split("mnli", tmp_path, "train").examples
-    assert (train.guid, train.text_a, train.text_b, train.label) == ("7", "Premise .", "Hypothesis .", "neutral")
+    assert (train.guid, train.text_a, train.text_b, train.label) == (
+        "7", "Premise .", "Hypothesis .", "neutral")
     (matched,) = read_split("mnli", tmp_path, "dev").examples
     (mismatched,) = read_split("mismnli", tmp_path, "dev").examples
     assert (matched.text_a, matched.label) == ("A", "neutral")  # gold_label, the last column
@@ -147,7 +148,8 @@ def test_wrong_column_count_names_file_and_line(tmp_path):
 
 def test_unknown_label_names_file_and_line(tmp_path):
     path = _write(tmp_path, "CoLA", "dev.tsv", ["src\t1\t\tFine .", "src\t2\t*\tOdd ."])
-    with pytest.raises(MalformedRowError, match=rf"^{path}:2: unknown label '2'; cola labels are \['0', '1'\]"):
+    expected = rf"^{path}:2: unknown label '2'; cola labels are \['0', '1'\]"
+    with pytest.raises(MalformedRowError, match=expected):
         read_split("cola", tmp_path, "dev")
 
 
@@ -181,7 +183,8 @@ def test_invalid_utf8_and_wrong_task_header(tmp_path):
     # An SST-2 file read as MRPC: the header is too narrow for MRPC's columns.
     (tmp_path / "MRPC").mkdir()
     (tmp_path / "MRPC" / "dev.tsv").write_text("sentence\tlabel\nok\t1\n")
-    with pytest.raises(MalformedRowError, match=r"dev.tsv:1: header has 2 columns, mrpc dev needs at least 5"):
+    expected = r"dev.tsv:1: header has 2 columns, mrpc dev needs at least 5"
+    with pytest.raises(MalformedRowError, match=expected):
         read_split("mrpc", tmp_path, "dev")
 
 
