@@ -1,4 +1,4 @@
-"""Dev metrics on SST-2 and MRPC: pretrained init vs random init (same size) vs majority class.
+r"""Dev metrics on SST-2 and MRPC: pretrained init vs random init (same size) vs majority class.
 
 Fine-tunes each model with the same short budget, sized for 2 CPU cores (200 steps of 32 take
 about 2 minutes on SST-2 and 3 on MRPC for the demo's 4-layer H=256 model at seq 128),

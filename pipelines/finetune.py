@@ -1,4 +1,4 @@
-"""Fine-tune ALBERT on a GLUE task, with the flags of the original `run_classifier.py`.
+r"""Fine-tune ALBERT on a GLUE task, with the flags of the original `run_classifier.py`.
 
     python pipelines/finetune.py --recipe=mrpc --data_dir=glue --spm_model_file=30k-clean.model \
         --albert_config_file=albert_config.json --init_checkpoint=pretrained/model.ckpt-best \
@@ -29,6 +29,8 @@ flags.DEFINE_string("task_name", None, f"GLUE task: {', '.join(sorted(glue.TASKS
                     "(case-insensitive). Defaults to --recipe.")
 flags.DEFINE_string("spm_model_file", None, "SentencePiece model, e.g. 30k-clean.model.")
 flags.DEFINE_string("vocab_file", None, "Accepted for compatibility; unused (SentencePiece only).")
+flags.DEFINE_string("albert_hub_module_handle", None, "Not supported (TF1 hub.Module); accepted empty, "
+                    "as run_glue.sh passes it. Use --init_checkpoint.")
 flags.DEFINE_bool("do_lower_case", True, "Lowercase the text (the released English models are uncased).")
 flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model. Optional when "
                     "--init_checkpoint is a .keras file or a TF1 checkpoint with albert_config.json "
@@ -60,7 +62,8 @@ flags.DEFINE_string("export_dir", None, "Save classifier.keras (outputs `logits`
 
 # Additions.
 flags.DEFINE_enum("recipe", None, sorted(finetuning.RECIPES), "Apply run_glue.sh's hyper-parameters "
-                  "for this task; flags given explicitly on the command line override it.")
+                  "for this task; flags given explicitly on the command line override it.",
+                  case_sensitive=False)
 flags.DEFINE_bool("skip_malformed_rows", False, "Skip (and count) TSV rows with a wrong column count "
                   "or an unknown label instead of stopping with file:line.")
 flags.DEFINE_bool("keep_all_checkpoints", False, "Keep every checkpoint; by default evaluation "
@@ -107,6 +110,9 @@ def config_from_flags() -> finetuning.FinetuneConfig:
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if FLAGS.albert_hub_module_handle:
+        raise app.UsageError("--albert_hub_module_handle (TF1 hub.Module) is not supported; pass the "
+                             "checkpoint as --init_checkpoint")
     apply_recipe()
     if FLAGS.task_name is None:
         raise app.UsageError("--task_name (or --recipe) is required")

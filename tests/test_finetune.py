@@ -77,7 +77,7 @@ def run_cli(*args):
 def cli_run(tmp_path_factory, tiny_config_file):
     out = tmp_path_factory.mktemp("finetune") / "sst2"
     result = run_cli(
-        "--recipe=sst-2", f"--data_dir={GLUE}", f"--spm_model_file={SPM}",
+        "--recipe=SST-2", f"--data_dir={GLUE}", f"--spm_model_file={SPM}",
         f"--albert_config_file={tiny_config_file}", f"--output_dir={out}",
         "--max_seq_length=32", "--train_step=6", "--warmup_step=2", "--save_checkpoints_steps=3",
         "--train_batch_size=8", "--eval_batch_size=5", "--do_train", "--do_eval", "--do_predict",
