@@ -42,6 +42,8 @@ TF1_NAME_RULES: tuple[tuple[str, str], ...] = (
     (r"^predictions/LayerNorm/(gamma|beta)$", r"cls/predictions/transform/LayerNorm/\1"),
     (r"^predictions/output_bias$", r"cls/predictions/output_bias"),
     (r"^seq_relationship/(output_weights|output_bias)$", r"cls/seq_relationship/\1"),
+    # The fine-tuning head of `run_classifier.py` lives at the top level.
+    (r"^classifier/(output_weights|output_bias)$", r"\1"),
 )
 # Training state in an original checkpoint that is not part of the model.
 _SKIPPED = re.compile(r"(/adam_m|/adam_v|/lamb_m|/lamb_v)$|^global_step$")
@@ -61,7 +63,8 @@ def tf1_name(path: str) -> str:
 
 
 def tf1_variable_map(model) -> dict[str, tf.Variable]:
-    """{original TF1 name: variable} for every weight of `model` (an `AlbertPretrainer`)."""
+    """{original TF1 name: variable} for every weight of one of our models (pretrainer, backbone
+    or classifier)."""
     names = {}
     for variable in model.weights:
         name = tf1_name(variable.path)

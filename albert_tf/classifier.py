@@ -10,14 +10,10 @@ top-level `output_weights` / `output_bias`, exactly what an original fine-tuned 
 from __future__ import annotations
 
 import os
-import re
-import shutil
-import tempfile
 from collections.abc import Mapping
 
 import keras
 import numpy as np
-import tensorflow as tf
 from absl import logging
 from keras import ops
 from keras.src.losses.loss import scale_loss_for_distribution
@@ -29,7 +25,6 @@ from albert_tf.model import BACKBONE_INPUTS, AlbertModel
 HEAD_NAME = "classifier"
 HEAD_DROPOUT = 0.1  # hard-coded in the original, independent of the config's dropout
 HEAD_INIT_STDDEV = 0.02  # hard-coded in the original, not `initializer_range`
-_HEAD_RULE = re.compile(rf"^{HEAD_NAME}/(output_weights|output_bias)$")
 HEAD_TF1_NAMES = ("output_weights", "output_bias")
 
 
@@ -156,59 +151,9 @@ class AlbertClassifier(keras.Model):
 
 # --- TF1 names ----------------------------------------------------------------------------------
 
-def classifier_tf1_name(path: str) -> str:
-    """Original TF1 name of a variable path of our models (classifier head included)."""
-    match = _HEAD_RULE.match(path)
-    return match.group(1) if match else checkpoints.tf1_name(path)
-
-
-def tf1_variable_map(model) -> dict[str, tf.Variable]:
-    """{original name: variable} for an `AlbertClassifier` (or any of our ALBERT models)."""
-    names = {}
-    for variable in model.weights:
-        name = classifier_tf1_name(variable.path)
-        if name in names:
-            raise ValueError(f"two variables map to {name!r}: {names[name].path}, {variable.path}")
-        names[name] = variable
-    return names
-
-
 def tf1_weights(model) -> dict[str, np.ndarray]:
     """{original name: value} of a model's weights (pretrainer, backbone or classifier)."""
-    return {name: v.numpy() for name, v in tf1_variable_map(model).items()}
-
-
-def save_classifier_tf1_checkpoint(model: AlbertClassifier, path: str | os.PathLike,
-                                   global_step: int | None = None) -> str:
-    """Writes `model` under the original names at prefix `path` (staged, then moved into place,
-    with a `checkpoint` state file), like an original fine-tuned checkpoint. Returns the prefix.
-
-    Mirrors `checkpoints.save_tf1_checkpoint`, which only knows the pretraining name table.
-    """
-    path = os.path.abspath(os.fspath(path))
-    directory, basename = os.path.split(path)
-    os.makedirs(directory, exist_ok=True)
-    variables = tf1_variable_map(model)
-    names = sorted(variables)
-    tensors = [tf.convert_to_tensor(variables[n]) for n in names]
-    if global_step is not None:
-        names.append("global_step")
-        tensors.append(tf.constant(global_step, tf.int64))
-    staging = tempfile.mkdtemp(prefix=f".{basename}.", dir=directory)
-    try:
-        tf.raw_ops.SaveV2(prefix=os.path.join(staging, basename), tensor_names=names,
-                          shape_and_slices=[""] * len(names), tensors=tensors)
-        for filename in os.listdir(staging):
-            os.replace(os.path.join(staging, filename), os.path.join(directory, filename))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    # The `checkpoint` state file TF1 tools and `tf.train.latest_checkpoint` read (text proto);
-    # written directly: tf.compat.v1's writer logs deprecation noise at every save.
-    state = os.path.join(directory, "checkpoint")
-    with open(state + ".tmp", "w", encoding="utf-8") as f:
-        f.write(f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
-    os.replace(state + ".tmp", state)
-    return path
+    return {name: v.numpy() for name, v in checkpoints.tf1_variable_map(model).items()}
 
 
 def assign_classifier_weights(model: AlbertClassifier, tensors: Mapping[str, np.ndarray],
@@ -221,7 +166,7 @@ def assign_classifier_weights(model: AlbertClassifier, tensors: Mapping[str, np.
     checkpoint of the same label count) and left freshly initialised if not. Other names (the
     pretraining heads `cls/...`) are ignored.
     """
-    targets = tf1_variable_map(model)
+    targets = checkpoints.tf1_variable_map(model)
     head_ok = all(n in tensors and tuple(tensors[n].shape) == tuple(targets[n].shape)
                   for n in HEAD_TF1_NAMES)
     checked = [n for n in targets if n not in HEAD_TF1_NAMES or require_head]

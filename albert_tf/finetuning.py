@@ -27,7 +27,7 @@ import keras
 import numpy as np
 from absl import logging
 
-from albert_tf import classifier, glue
+from albert_tf import checkpoints, classifier, glue
 from albert_tf.checkpoint_selection import (BEST_CHECKPOINT, CHECKPOINT_PREFIX,
                                             CheckpointEvaluator, list_checkpoints, write_json)
 from albert_tf.config import AlbertConfig
@@ -156,7 +156,7 @@ class _CheckpointEveryN(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         step = int(self.model.optimizer.iterations.numpy())
-        prefix = classifier.save_classifier_tf1_checkpoint(
+        prefix = checkpoints.save_tf1_checkpoint(
             self.model, os.path.join(self.config.output_dir, f"{CHECKPOINT_PREFIX}-{step}"),
             global_step=step)
         self.saved.append((step, prefix))

@@ -9,10 +9,11 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig
-from albert_tf.checkpoints import CheckpointMismatchError, load_tf1_checkpoint
+from albert_tf.checkpoints import (CheckpointMismatchError, load_tf1_checkpoint,
+                                   save_tf1_checkpoint, tf1_variable_map)
 from albert_tf.classifier import (AlbertClassifier, assign_classifier_weights,
                                   initialize_from_checkpoint, load_classifier_checkpoint,
-                                  save_classifier_tf1_checkpoint, tf1_variable_map, tf1_weights)
+                                  tf1_weights)
 from albert_tf.optimization import uses_weight_decay
 
 CHECKPOINTS = pathlib.Path(__file__).parent / "fixtures" / "original_checkpoints"
@@ -77,7 +78,7 @@ def test_init_from_original_pretraining_checkpoint(folder):
 def test_tf1_round_trip_and_strict_load(tmp_path):
     config, inputs, _ = golden()
     model = AlbertClassifier(config, num_labels=3)
-    prefix = save_classifier_tf1_checkpoint(model, tmp_path / "run" / "model.ckpt-7", global_step=7)
+    prefix = save_tf1_checkpoint(model, tmp_path / "run" / "model.ckpt-7", global_step=7)
     listed = dict(tf.train.list_variables(prefix))
     assert listed["output_weights"] == [3, 32] and listed["output_bias"] == [3]
     assert listed["global_step"] == [] and len(listed) == len(model.weights) + 1
@@ -93,7 +94,7 @@ def test_tf1_round_trip_and_strict_load(tmp_path):
 def test_head_of_another_label_count_is_not_loaded(tmp_path):
     config, inputs, _ = golden()
     mnli = AlbertClassifier(config, num_labels=3)
-    prefix = save_classifier_tf1_checkpoint(mnli, tmp_path / "model.ckpt-1")
+    prefix = save_tf1_checkpoint(mnli, tmp_path / "model.ckpt-1")
     rte = AlbertClassifier(config, num_labels=2)
     assert not initialize_from_checkpoint(rte, prefix)
     np.testing.assert_array_equal(rte.backbone(inputs)["pooled_output"],

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import pytest
 
-from albert_tf import AlbertConfig, finetuning, glue
+from albert_tf import AlbertConfig, finetuning
 from albert_tf.classifier import AlbertClassifier
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
