@@ -1,0 +1,85 @@
+"""Choosing and building the tf.distribute strategy for pretraining and fine-tuning."""
+
+from __future__ import annotations
+
+import socket
+
+import tensorflow as tf
+from absl import logging
+
+STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
+
+
+class TPUUnavailableError(RuntimeError):
+    """No TPU could be reached with the given address."""
+
+
+def build_strategy(kind: str = "auto", tpu: str | None = None, tpu_zone: str | None = None,
+                   gcp_project: str | None = None, multi_worker_cluster: bool = False
+                   ) -> tf.distribute.Strategy:
+    """Build a strategy by name.
+
+    `auto`: a TPU when `tpu` is given, MultiWorkerMirrored when `multi_worker_cluster` (the caller
+    saw a TF_CONFIG with several tasks), Mirrored over several GPUs, else one device.
+    """
+    if kind not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {kind!r}")
+    if kind == "auto":
+        if tpu:
+            kind = "tpu"
+        elif multi_worker_cluster:
+            kind = "multi_worker"
+        elif len(tf.config.list_logical_devices("GPU")) > 1:
+            kind = "mirrored"
+        else:
+            kind = "one_device"
+    if kind == "tpu":
+        strategy = _tpu_strategy(tpu, tpu_zone, gcp_project)
+    elif kind == "multi_worker":
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    elif kind == "mirrored":
+        strategy = tf.distribute.MirroredStrategy()
+    else:
+        gpus = tf.config.list_logical_devices("GPU")
+        strategy = tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+    logging.info("strategy %s with %d replica(s)", type(strategy).__name__,
+                 strategy.num_replicas_in_sync)
+    return strategy
+
+
+def _tpu_strategy(tpu, tpu_zone, gcp_project) -> tf.distribute.TPUStrategy:
+    if not tpu:
+        raise TPUUnavailableError("--strategy=tpu needs --tpu (or --tpu_name): a TPU name, "
+                                  "grpc:// address, or 'local' on a TPU VM")
+    if tpu.startswith("grpc://"):
+        _check_reachable(tpu)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu, zone=tpu_zone, project=gcp_project)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except Exception as error:  # the resolver raises many types (ValueError, RPC, HTTP errors)
+        raise TPUUnavailableError(
+            f"could not reach TPU {tpu!r} (zone={tpu_zone}, project={gcp_project}): "
+            f"{type(error).__name__}: {error}") from error
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _check_reachable(address: str, timeout_seconds: float = 20.0) -> None:
+    # TF retries a dead grpc:// address forever; fail fast and say so instead.
+    host, _, port = address[len("grpc://"):].rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_seconds).close()
+    except (OSError, ValueError) as error:
+        raise TPUUnavailableError(f"could not reach TPU at {address}: {error}") from error
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the task that writes outputs (always, unless multi-worker and not the chief)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not getattr(resolver, "task_type", None):
+        return True
+    if resolver.task_type == "chief":
+        return True
+    cluster = resolver.cluster_spec().as_dict()
+    return "chief" not in cluster and resolver.task_type == "worker" and resolver.task_id == 0

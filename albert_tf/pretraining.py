@@ -1,0 +1,227 @@
+"""One pretraining run: the original `run_pretraining.py` recipe on Keras 3 + tf.distribute.
+
+Resumable (tf.train checkpoints of weights, optimizer slots and step), observable (progress line,
+TensorBoard scalars), and it ends with the model as `.keras` and as an original TF1 checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.checkpoints import assign_tf1_checkpoint, resolve_checkpoint_prefix, save_tf1_checkpoint
+from albert_tf.config import AlbertConfig
+from albert_tf.distribution import is_chief
+from albert_tf.input_pipeline import pretraining_dataset, pretraining_dataset_fn
+from albert_tf.model import AlbertPretrainer
+from albert_tf.optimization import create_optimizer
+from albert_tf.training_callbacks import (CheckpointSaver, StopAtStep, TrainingMonitor,
+                                          optimizer_step)
+
+MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+@dataclasses.dataclass
+class PretrainingOptions:
+    """Settings of a run; names and defaults are the original `run_pretraining.py` flags."""
+
+    input_file: str
+    output_dir: str
+    eval_input_file: str | None = None  # held-out data; None evaluates on `input_file` (original)
+    init_checkpoint: str | None = None
+    max_seq_length: int = 512
+    max_predictions_per_seq: int = 20
+    train_batch_size: int = 4096  # global, per optimizer update
+    eval_batch_size: int = 64
+    optimizer: str = "lamb"
+    learning_rate: float = 0.00176
+    poly_power: float = 1.0
+    num_train_steps: int = 125000
+    num_warmup_steps: int = 3125
+    start_warmup_step: int = 0
+    save_checkpoints_steps: int = 5000
+    keep_checkpoint_max: int = 5
+    iterations_per_loop: int = 1000
+    max_eval_steps: int = 100
+    do_train: bool = True
+    do_eval: bool = False
+    mixed_precision: str = "none"
+    gradient_accumulation_steps: int = 1
+    jit_compile: bool | None = None  # None: XLA wherever Keras supports it for the strategy
+    log_every_steps: int = 100
+    shuffle_buffer: int = 100
+    seed: int | None = None
+
+
+def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -> None:
+    """Raise ValueError for settings that cannot run, naming the flag."""
+    o = options
+    if o.max_seq_length > config.max_position_embeddings:
+        raise ValueError(f"--max_seq_length={o.max_seq_length} exceeds max_position_embeddings="
+                         f"{config.max_position_embeddings} of the config")
+    if o.mixed_precision not in MIXED_PRECISION_POLICIES:
+        raise ValueError(f"--mixed_precision must be one of {sorted(MIXED_PRECISION_POLICIES)}")
+    if o.gradient_accumulation_steps < 1:
+        raise ValueError("--gradient_accumulation_steps must be >= 1")
+    if o.train_batch_size % (replicas * o.gradient_accumulation_steps):
+        raise ValueError(f"--train_batch_size={o.train_batch_size} must divide evenly over "
+                         f"{replicas} replica(s) x {o.gradient_accumulation_steps} accumulation "
+                         f"steps")
+    if o.gradient_accumulation_steps > 1 and replicas > 1:
+        # Keras 3.15 cannot accumulate under a multi-replica strategy (merge_call inside cond).
+        raise ValueError("--gradient_accumulation_steps > 1 needs a single replica; with several "
+                         "replicas raise --train_batch_size instead")
+    for name in ("num_train_steps", "save_checkpoints_steps", "iterations_per_loop",
+                 "train_batch_size", "eval_batch_size", "keep_checkpoint_max"):
+        if getattr(o, name) < 1:
+            raise ValueError(f"--{name} must be >= 1, got {getattr(o, name)}")
+
+
+def load_initial_weights(model: AlbertPretrainer, path: str) -> None:
+    """Initialise from an original TF1 checkpoint or from one of our `.keras` files."""
+    if path.endswith(".keras"):
+        source = {v.path: v for v in keras.saving.load_model(path).weights}
+        missing = [v.path for v in model.weights if v.path not in source]
+        if missing:
+            raise ValueError(f"{path} lacks {len(missing)} variables of the model: {missing[:5]}")
+        for variable in model.weights:
+            variable.assign(source[variable.path])
+    else:
+        assign_tf1_checkpoint(model, resolve_checkpoint_prefix(path))
+    logging.info("initialised weights from %s", path)
+
+
+def _use_xla(options: PretrainingOptions, strategy: tf.distribute.Strategy) -> bool:
+    if options.jit_compile is not None:
+        return options.jit_compile
+    # Keras 3.15 fails to XLA-compile a train step spanning several local devices.
+    return strategy.num_replicas_in_sync == 1 or isinstance(strategy, tf.distribute.TPUStrategy)
+
+
+def _steps_per_execution(options: PretrainingOptions) -> int:
+    # Must divide an epoch (= one checkpoint interval) so saves land on exact steps.
+    micro_steps = options.save_checkpoints_steps * options.gradient_accumulation_steps
+    return math.gcd(min(options.iterations_per_loop, options.log_every_steps), micro_steps)
+
+
+def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
+                    strategy: tf.distribute.Strategy) -> dict:
+    """Train (resuming if checkpoints exist), evaluate, export. Returns paths and metrics."""
+    o = options
+    validate(o, config, strategy.num_replicas_in_sync)
+    chief = is_chief(strategy)
+    # Non-chief workers must save too (collective writes) but into a scratch directory.
+    work_dir = o.output_dir if chief else tempfile.mkdtemp(prefix="albert_worker_")
+    os.makedirs(work_dir, exist_ok=True)
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[o.mixed_precision])
+    try:
+        with strategy.scope():
+            model = AlbertPretrainer(config)
+            optimizer = create_optimizer(
+                o.learning_rate, o.num_train_steps, o.num_warmup_steps, optimizer=o.optimizer,
+                poly_power=o.poly_power, start_warmup_step=o.start_warmup_step,
+                gradient_accumulation_steps=(o.gradient_accumulation_steps
+                                             if o.gradient_accumulation_steps > 1 else None))
+            model.compile(optimizer=optimizer, jit_compile=_use_xla(o, strategy),
+                          steps_per_execution=_steps_per_execution(o))
+            model.optimizer.build(model.trainable_variables)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+        manager = tf.train.CheckpointManager(checkpoint, os.path.join(work_dir, "checkpoints"),
+                                             max_to_keep=o.keep_checkpoint_max)
+        if manager.latest_checkpoint:
+            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
+            logging.info("Resuming from %s at step %d", manager.latest_checkpoint,
+                         optimizer_step(model))
+        elif o.init_checkpoint:
+            load_initial_weights(model, o.init_checkpoint)
+        results = {"output_dir": o.output_dir}
+        if o.do_train:
+            results["train_history"] = _train(model, manager, o, strategy, work_dir)
+        step = optimizer_step(model)
+        results["global_step"] = step
+        if o.do_eval:
+            results["eval"] = evaluate(model, o, strategy, step, work_dir if chief else None)
+        logging.info("final weights checksum %.10g",
+                     sum(float(np.abs(v.numpy()).sum()) for v in model.weights))
+        if chief:
+            results.update(_export(model, work_dir, step))
+        return results
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+        if not chief:
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+
+def _train(model, manager, o: PretrainingOptions, strategy, work_dir: str) -> list[dict]:
+    """Train up to `num_train_steps`; returns the monitor's reports (step, loss, lr, ...)."""
+    done = optimizer_step(model)
+    if done >= o.num_train_steps:
+        logging.info("already at step %d of %d: nothing to train", done, o.num_train_steps)
+        return []
+    micro_batch = o.train_batch_size // o.gradient_accumulation_steps
+    dataset = strategy.distribute_datasets_from_function(pretraining_dataset_fn(
+        o.input_file, o.max_seq_length, o.max_predictions_per_seq, micro_batch,
+        is_training=True, seed=o.seed, shuffle_buffer=o.shuffle_buffer))
+    saver = CheckpointSaver(manager)
+    monitor = TrainingMonitor(o.num_train_steps, o.train_batch_size, o.log_every_steps,
+                              os.path.join(work_dir, "logs", "train"),
+                              last_checkpoint=lambda: manager.latest_checkpoint)
+    epochs = math.ceil(o.num_train_steps / o.save_checkpoints_steps)
+    logging.info("training steps %d..%d, global batch %d (%d replica(s)%s), XLA %s", done,
+                 o.num_train_steps, o.train_batch_size, strategy.num_replicas_in_sync,
+                 f", {o.gradient_accumulation_steps} accumulation steps"
+                 if o.gradient_accumulation_steps > 1 else "", model.jit_compile)
+    model.fit(dataset, epochs=epochs, initial_epoch=done // o.save_checkpoints_steps,
+              steps_per_epoch=o.save_checkpoints_steps * o.gradient_accumulation_steps,
+              callbacks=[monitor, StopAtStep(o.num_train_steps), saver], verbose=0)
+    saver.save()  # the last, possibly partial, interval
+    return monitor.history
+
+
+def evaluate(model, o: PretrainingOptions, strategy, step: int, write_dir: str | None) -> dict:
+    """The original eval metrics over at most `max_eval_steps` batches of held-out data (or of the
+    training data, as the original did, when no `eval_input_file` is given)."""
+    source = o.eval_input_file or o.input_file
+    if not o.eval_input_file:
+        logging.warning("no --eval_input_file: evaluating on the training data, as the original "
+                        "run_pretraining.py did; these numbers are not held-out")
+    dataset = pretraining_dataset(source, o.max_seq_length, o.max_predictions_per_seq,
+                                  o.eval_batch_size, is_training=False, repeat=False)
+    metrics = model.evaluate(dataset.take(o.max_eval_steps), verbose=0, return_dict=True)
+    if not int(model.metric_trackers["sentence_order_accuracy"].count.numpy()):
+        raise ValueError(f"no complete batch of --eval_batch_size={o.eval_batch_size} records "
+                         f"in {source}")
+    metrics = {k: float(v) for k, v in metrics.items()}
+    metrics.update(global_step=step, eval_input_file=source, held_out=bool(o.eval_input_file))
+    logging.info("eval at step %d: %s", step, json.dumps(metrics, sort_keys=True))
+    if write_dir:
+        _write_json(os.path.join(write_dir, "eval_results.json"), metrics)
+    return metrics
+
+
+def _export(model, work_dir: str, step: int) -> dict:
+    keras_path = os.path.join(work_dir, "albert_pretrainer.keras")
+    partial = os.path.join(work_dir, "albert_pretrainer.partial.keras")
+    model.save(partial)
+    os.replace(partial, keras_path)
+    tf1_prefix = save_tf1_checkpoint(model, os.path.join(work_dir, "tf1", "model.ckpt"),
+                                     global_step=step)
+    model.config.to_json_file(os.path.join(work_dir, "tf1", "albert_config.json"))
+    logging.info("wrote %s and TF1 checkpoint %s", keras_path, tf1_prefix)
+    return {"keras_model": keras_path, "tf1_checkpoint": tf1_prefix}
+
+
+def _write_json(path: str, values: dict) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(values, f, indent=2, sort_keys=True)
+    os.replace(path + ".tmp", path)

@@ -1,0 +1,132 @@
+"""Keras callbacks of a pretraining run: checkpoints, progress with ETA, summaries, stop rules."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+def optimizer_step(model: keras.Model) -> int:
+    """Applied optimizer updates so far (the original's `global_step`)."""
+    return int(model.optimizer.iterations.numpy())
+
+
+class CheckpointSaver(keras.callbacks.Callback):
+    """Saves a tf.train checkpoint (weights, optimizer slots, step) at the end of every epoch.
+
+    An epoch is `save_checkpoints_steps` steps. `CheckpointManager` writes the files first and
+    the `checkpoint` state file last (by rename), so a killed run never points at a partial save.
+    """
+
+    def __init__(self, manager: tf.train.CheckpointManager):
+        super().__init__()
+        self.manager = manager
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.save()
+
+    def save(self) -> str | None:
+        step = optimizer_step(self.model)
+        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
+            return None  # already saved at this step
+        # A diverged update can make weights inf while the loss of that step was still finite:
+        # never let such weights replace the last good checkpoint.
+        if not all(bool(tf.reduce_all(tf.math.is_finite(v.value))) for v in self.model.weights):
+            raise NonFiniteLossError(
+                f"weights became non-finite at step {step}; not saving. The last good checkpoint "
+                f"is {self.manager.latest_checkpoint or '(none saved yet)'}")
+        path = self.manager.save(checkpoint_number=step)
+        logging.info("saved checkpoint %s", path)
+        return path
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Stops `fit` once the optimizer has applied `num_train_steps` updates."""
+
+    def __init__(self, num_train_steps: int):
+        super().__init__()
+        self.num_train_steps = num_train_steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if optimizer_step(self.model) >= self.num_train_steps:
+            self.model.stop_training = True
+
+
+class TrainingMonitor(keras.callbacks.Callback):
+    """Progress line with ETA, TensorBoard scalars, and the non-finite-loss stop.
+
+    Scalars: the model's metrics (loss, MLM/SOP loss and accuracy), learning rate, gradient norm
+    (before clipping) and examples/s, every `log_every_steps` optimizer steps.
+    """
+
+    def __init__(self, num_train_steps: int, examples_per_step: int, log_every_steps: int,
+                 summary_dir: str | None, last_checkpoint=lambda: None):
+        super().__init__()
+        self.num_train_steps = num_train_steps
+        self.examples_per_step = examples_per_step
+        self.log_every_steps = max(1, log_every_steps)
+        self.writer = tf.summary.create_file_writer(summary_dir) if summary_dir else None
+        self.last_checkpoint = last_checkpoint
+        self.history: list[dict] = []  # the scalars of every report, for callers and tests
+
+    def on_train_begin(self, logs=None):
+        self._start_time = self._last_time = time.perf_counter()
+        self._start_step = self._last_step = optimizer_step(self.model)
+
+    def on_train_batch_end(self, batch, logs=None):
+        logs = logs or {}
+        step = optimizer_step(self.model)
+        loss = float(logs.get("loss", 0.0))
+        if not math.isfinite(loss):
+            raise NonFiniteLossError(
+                f"training loss became {loss} at step {step}; stopping. The last good "
+                f"checkpoint is {self.last_checkpoint() or '(none saved yet)'}; lower the "
+                f"learning rate or use --mixed_precision=none and resume from it.")
+        if step - self._last_step >= self.log_every_steps or step >= self.num_train_steps:
+            self._report(step, logs)
+
+    def _report(self, step: int, logs: dict) -> None:
+        now = time.perf_counter()
+        examples_per_second = ((step - self._last_step) * self.examples_per_step
+                               / max(now - self._last_time, 1e-9))
+        steps_per_second = (step - self._start_step) / max(now - self._start_time, 1e-9)
+        remaining = (self.num_train_steps - step) / max(steps_per_second, 1e-9)
+        optimizer = self.model.optimizer
+        learning_rate = float(optimizer.learning_rate.numpy()
+                              if hasattr(optimizer.learning_rate, "numpy")
+                              else optimizer.learning_rate)
+        scalars = {k: float(v) for k, v in logs.items() if np.ndim(v) == 0}
+        scalars.update(learning_rate=learning_rate, examples_per_second=examples_per_second)
+        gradient_norm = getattr(optimizer, "gradient_norm", None)
+        if gradient_norm is not None:
+            scalars["gradient_norm"] = float(gradient_norm.numpy())
+        self.history.append({"step": step, **scalars})
+        if self.writer is not None:
+            with self.writer.as_default(step=step):
+                for name, value in scalars.items():
+                    tf.summary.scalar(name, value)
+            self.writer.flush()
+        done = min(step / self.num_train_steps, 1.0)
+        bar = "#" * int(done * 24) + "." * (24 - int(done * 24))
+        logging.info(
+            "[%s] %5.1f%% step %d/%d  loss %.4f  mlm_acc %.4f  sop_acc %.4f  lr %.3g  "
+            "%.1f ex/s  ETA %s", bar, 100 * done, step, self.num_train_steps,
+            scalars.get("loss", float("nan")), scalars.get("masked_lm_accuracy", float("nan")),
+            scalars.get("sentence_order_accuracy", float("nan")), learning_rate,
+            examples_per_second, _duration(remaining))
+        self._last_time, self._last_step = now, step
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m{seconds % 60:02d}s" if seconds >= 3600 \
+        else f"{seconds // 60}m{seconds % 60:02d}s"

@@ -1,0 +1,110 @@
+"""ALBERT pretraining: the original `run_pretraining.py` flags on Keras 3 + tf.distribute.
+
+  python pipelines/pretrain.py                     # no flags: the whole demo pipeline on the
+                                                   # bundled sample corpus (see README)
+  python pipelines/pretrain.py --input_file=data/*.tfrecord --output_dir=runs/base \
+      --albert_config_file=albert_config.json --tpu=my-tpu --train_batch_size=4096
+
+Running the same command again resumes from the last checkpoint in --output_dir.
+"""
+
+import json
+import os
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+# --- the original run_pretraining.py flags (same names and defaults) ---
+flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the model to train.")
+flags.DEFINE_string("input_file", None, "Comma-separated globs of training TFRecords.")
+flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and the model are written.")
+flags.DEFINE_string("init_checkpoint", None,
+                    "Initial weights: an original TF1 checkpoint (prefix or directory) or a .keras.")
+flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the TFRecords.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence in the TFRecords.")
+flags.DEFINE_bool("do_train", True, "Train.")
+flags.DEFINE_bool("do_eval", False, "Evaluate at the end (on --eval_input_file if given).")
+flags.DEFINE_integer("train_batch_size", 4096, "Global batch size of one optimizer update.")
+flags.DEFINE_integer("eval_batch_size", 64, "Global eval batch size.")
+flags.DEFINE_enum("optimizer", "lamb", ["adamw", "lamb"], "The original optimizers.")
+flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate.")
+flags.DEFINE_float("poly_power", 1.0, "Exponent of the polynomial decay.")
+flags.DEFINE_integer("num_train_steps", 125000, "Optimizer updates.")
+flags.DEFINE_integer("num_warmup_steps", 3125, "Linear warmup updates.")
+flags.DEFINE_integer("start_warmup_step", 0, "Step at which warmup starts.")
+flags.DEFINE_integer("save_checkpoints_steps", 5000, "Checkpoint every this many updates.")
+flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
+flags.DEFINE_integer("iterations_per_loop", 1000,
+                     "Steps per device loop (Keras steps_per_execution; capped to divide "
+                     "--save_checkpoints_steps and --log_every_steps).")
+flags.DEFINE_integer("max_eval_steps", 100, "Eval batches.")
+flags.DEFINE_bool("use_tpu", False, "Use a TPU (same as --strategy=tpu).")
+flags.DEFINE_string("tpu_name", None, "TPU name or grpc:// address (alias of --tpu).")
+flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.")
+flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.")
+flags.DEFINE_string("master", None, "TF master address (TF1 compatibility; same as --tpu).")
+flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU system decides.")
+# --- ours ---
+flags.DEFINE_string("tpu", None, "TPU to train on: name, grpc:// address or 'local'.")
+flags.DEFINE_enum("strategy", "auto", ["auto", "tpu", "mirrored", "multi_worker", "one_device"],
+                  "tf.distribute strategy; auto picks TPU / multi-worker (TF_CONFIG) / "
+                  "mirrored (several GPUs) / one device.")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Compute precision.")
+flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                     "Micro-batches per update (single replica); each is "
+                     "train_batch_size / gradient_accumulation_steps.")
+flags.DEFINE_string("eval_input_file", None,
+                    "Held-out TFRecords for --do_eval (the original evaluated on training data).")
+flags.DEFINE_integer("log_every_steps", 100, "Progress line and summaries every N updates.")
+flags.DEFINE_integer("shuffle_buffer", 100, "Record shuffle buffer (the original's 100).")
+flags.DEFINE_integer("seed", None, "Seed for the input order (None: nondeterministic, as the "
+                     "original's sloppy interleave).")
+flags.DEFINE_bool("jit_compile", None, "XLA-compile the train step (default: wherever Keras "
+                  "supports it for the strategy).")
+
+
+def _tf_config_has_cluster() -> bool:
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    except json.JSONDecodeError as error:
+        raise app.UsageError(f"TF_CONFIG is not valid JSON: {error}")
+    return sum(len(tasks) for tasks in cluster.values()) > 1
+
+
+def main(argv):
+    del argv
+    if FLAGS.input_file is None and FLAGS.output_dir is None and FLAGS.albert_config_file is None:
+        from pipelines import demo_pipeline
+        demo_pipeline.run()
+        return
+    for name in ("input_file", "output_dir", "albert_config_file"):
+        if not getattr(FLAGS, name):
+            raise app.UsageError(f"--{name} is required (or give no flags at all for the demo)")
+
+    from albert_tf.config import AlbertConfig
+    from albert_tf.distribution import TPUUnavailableError, build_strategy
+    from albert_tf.pretraining import PretrainingOptions, run_pretraining
+    from albert_tf.training_callbacks import NonFiniteLossError
+
+    try:
+        config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+        tpu = FLAGS.tpu or FLAGS.tpu_name or FLAGS.master
+        strategy_kind = "tpu" if FLAGS.use_tpu and FLAGS.strategy == "auto" else FLAGS.strategy
+        strategy = build_strategy(strategy_kind, tpu=tpu, tpu_zone=FLAGS.tpu_zone,
+                                  gcp_project=FLAGS.gcp_project,
+                                  multi_worker_cluster=_tf_config_has_cluster())
+        options = PretrainingOptions(**{
+            field: getattr(FLAGS, field) for field in PretrainingOptions.__dataclass_fields__})
+        results = run_pretraining(options, config, strategy)
+    except (TPUUnavailableError, NonFiniteLossError, ValueError, FileNotFoundError) as error:
+        logging.error("%s: %s", type(error).__name__, error)
+        sys.exit(1)
+    logging.info("done: %s", json.dumps(results, indent=2, sort_keys=True, default=str))
+
+
+if __name__ == "__main__":
+    app.run(main)
