@@ -42,7 +42,7 @@ def build_strategy(kind: str = "auto", tpu: str | None = None, tpu_zone: str | N
     else:
         gpus = tf.config.list_logical_devices("GPU")
         strategy = tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
-    logging.info("strategy %s with %d replica(s)", type(strategy).__name__,
+    logging.info("strategy %s (%s) with %d replica(s)", kind, type(strategy).__name__,
                  strategy.num_replicas_in_sync)
     return strategy
 

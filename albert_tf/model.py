@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 from keras import ops
-from keras.src.losses.loss import scale_loss_for_distribution
 
 from albert_tf.config import AlbertConfig
 from albert_tf.layers import (AlbertAttention, AlbertEmbeddings, AlbertFeedForward,
@@ -85,13 +85,18 @@ class AlbertModel(keras.Model):
         return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
 
 
-def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):
-    """The original: sum(w * NLL) / (sum(w) + 1e-5) over all predictions of the batch."""
+def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights, weight_total=None):
+    """The original: sum(w * NLL) / (sum(w) + 1e-5) over all predictions of the batch.
+
+    `weight_total` replaces sum(w) in the denominator (the global sum under tf.distribute).
+    """
     log_probs = ops.log_softmax(ops.cast(mlm_logits, "float32"), axis=-1)
     ids = ops.expand_dims(ops.cast(masked_lm_ids, "int32"), -1)
     nll = -ops.squeeze(ops.take_along_axis(log_probs, ids, axis=-1), -1)
     weights = ops.cast(masked_lm_weights, "float32")
-    return ops.sum(weights * nll) / (ops.sum(weights) + 1e-5)
+    if weight_total is None:
+        weight_total = ops.sum(weights)
+    return ops.sum(weights * nll) / (weight_total + 1e-5)
 
 
 def sentence_order_loss(sop_logits, labels):
@@ -148,6 +153,16 @@ class AlbertPretrainer(keras.Model):
         # Extra features of a TFRecord (labels, token_boundary) pass through `fit` untouched.
         return super().call({k: inputs[k] for k in self.input_names_}, training=training)
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras 3.15 (TF backend) takes one batch and all-reduces it, only to trace shapes for
+        # whatever is unbuilt. A functional model compiled without losses/metrics has nothing
+        # unbuilt, and that reduce of a dict batch fails under MultiWorkerMirroredStrategy.
+        nothing_to_build = self.built and all(
+            part is None or part.built
+            for part in (self._compile_metrics, self._compile_loss, self.optimizer))
+        if not nothing_to_build:
+            super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
     @property
     def input_names_(self):
         return (*BACKBONE_INPUTS, "masked_lm_positions")
@@ -155,15 +170,22 @@ class AlbertPretrainer(keras.Model):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """MLM + SOP loss (1:1, as the original), plus any layer losses.
 
-        Under tf.distribute each replica's loss is divided by the replica count, so the summed
-        gradients are the mean over replicas (each replica normalises MLM by its own weight sum,
-        as each TPU core did in the original).
+        Under tf.distribute each replica returns its share of the global-batch loss: MLM is
+        normalised by the weight sum of the whole global batch (one scalar all-reduce) and SOP
+        and layer losses are divided by the replica count. Summed over replicas the gradients are
+        exactly those of one device on the same global batch. (The original's TPU cores each
+        normalised MLM by their own weights and summed; on one device both agree.)
         """
-        total = (masked_lm_loss(y_pred["mlm_logits"], x["masked_lm_ids"], x["masked_lm_weights"])
-                 + sentence_order_loss(y_pred["sop_logits"], x["next_sentence_labels"]))
+        weights = ops.cast(x["masked_lm_weights"], "float32")
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        weight_total = ops.sum(weights)
+        if replicas > 1:
+            weight_total = tf.distribute.get_replica_context().all_reduce("sum", weight_total)
+        mlm = masked_lm_loss(y_pred["mlm_logits"], x["masked_lm_ids"], weights, weight_total)
+        rest = sentence_order_loss(y_pred["sop_logits"], x["next_sentence_labels"])
         if self.losses:
-            total = total + ops.sum(self.losses)
-        return scale_loss_for_distribution(total)
+            rest = rest + ops.sum(self.losses)
+        return mlm + rest / replicas
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         """The original eval metrics: weighted MLM accuracy/loss, SOP accuracy/loss."""
@@ -180,7 +202,11 @@ class AlbertPretrainer(keras.Model):
         t["sentence_order_loss"].update_state(
             sentence_order_loss(y_pred["sop_logits"], x["next_sentence_labels"]))
         t["sentence_order_accuracy"].update_state(ops.cast(sop_correct, "float32"))
-        return self.get_metrics_result()
+        results = self.get_metrics_result()
+        if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            # Keras 3.15 reduces multi-worker logs with a mean over axis 0, which needs rank >= 1.
+            results = {name: ops.reshape(value, (1,)) for name, value in results.items()}
+        return results
 
     @property
     def metrics(self):

@@ -62,28 +62,32 @@ class PretrainingOptions:
     seed: int | None = None
 
 
+class SettingsError(ValueError):
+    """A setting (flag) that cannot run; the message names the flag."""
+
+
 def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -> None:
-    """Raise ValueError for settings that cannot run, naming the flag."""
+    """Raise SettingsError for settings that cannot run, naming the flag."""
     o = options
     if o.max_seq_length > config.max_position_embeddings:
-        raise ValueError(f"--max_seq_length={o.max_seq_length} exceeds max_position_embeddings="
+        raise SettingsError(f"--max_seq_length={o.max_seq_length} exceeds max_position_embeddings="
                          f"{config.max_position_embeddings} of the config")
     if o.mixed_precision not in MIXED_PRECISION_POLICIES:
-        raise ValueError(f"--mixed_precision must be one of {sorted(MIXED_PRECISION_POLICIES)}")
+        raise SettingsError(f"--mixed_precision must be one of {sorted(MIXED_PRECISION_POLICIES)}")
     if o.gradient_accumulation_steps < 1:
-        raise ValueError("--gradient_accumulation_steps must be >= 1")
+        raise SettingsError("--gradient_accumulation_steps must be >= 1")
     if o.train_batch_size % (replicas * o.gradient_accumulation_steps):
-        raise ValueError(f"--train_batch_size={o.train_batch_size} must divide evenly over "
+        raise SettingsError(f"--train_batch_size={o.train_batch_size} must divide evenly over "
                          f"{replicas} replica(s) x {o.gradient_accumulation_steps} accumulation "
                          f"steps")
     if o.gradient_accumulation_steps > 1 and replicas > 1:
         # Keras 3.15 cannot accumulate under a multi-replica strategy (merge_call inside cond).
-        raise ValueError("--gradient_accumulation_steps > 1 needs a single replica; with several "
+        raise SettingsError("--gradient_accumulation_steps > 1 needs a single replica; with several "
                          "replicas raise --train_batch_size instead")
     for name in ("num_train_steps", "save_checkpoints_steps", "iterations_per_loop",
                  "train_batch_size", "eval_batch_size", "keep_checkpoint_max"):
         if getattr(o, name) < 1:
-            raise ValueError(f"--{name} must be >= 1, got {getattr(o, name)}")
+            raise SettingsError(f"--{name} must be >= 1, got {getattr(o, name)}")
 
 
 def load_initial_weights(model: AlbertPretrainer, path: str) -> None:
@@ -92,7 +96,7 @@ def load_initial_weights(model: AlbertPretrainer, path: str) -> None:
         source = {v.path: v for v in keras.saving.load_model(path).weights}
         missing = [v.path for v in model.weights if v.path not in source]
         if missing:
-            raise ValueError(f"{path} lacks {len(missing)} variables of the model: {missing[:5]}")
+            raise SettingsError(f"{path} lacks {len(missing)} variables of the model: {missing[:5]}")
         for variable in model.weights:
             variable.assign(source[variable.path])
     else:
@@ -199,7 +203,7 @@ def evaluate(model, o: PretrainingOptions, strategy, step: int, write_dir: str |
                                   o.eval_batch_size, is_training=False, repeat=False)
     metrics = model.evaluate(dataset.take(o.max_eval_steps), verbose=0, return_dict=True)
     if not int(model.metric_trackers["sentence_order_accuracy"].count.numpy()):
-        raise ValueError(f"no complete batch of --eval_batch_size={o.eval_batch_size} records "
+        raise SettingsError(f"no complete batch of --eval_batch_size={o.eval_batch_size} records "
                          f"in {source}")
     metrics = {k: float(v) for k, v in metrics.items()}
     metrics.update(global_step=step, eval_input_file=source, held_out=bool(o.eval_input_file))

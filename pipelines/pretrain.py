@@ -85,13 +85,17 @@ def main(argv):
         if not getattr(FLAGS, name):
             raise app.UsageError(f"--{name} is required (or give no flags at all for the demo)")
 
+    from albert_tf.checkpoints import CheckpointMismatchError
     from albert_tf.config import AlbertConfig
     from albert_tf.distribution import TPUUnavailableError, build_strategy
-    from albert_tf.pretraining import PretrainingOptions, run_pretraining
+    from albert_tf.pretraining import PretrainingOptions, SettingsError, run_pretraining
     from albert_tf.training_callbacks import NonFiniteLossError
 
     try:
-        config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+        try:
+            config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+        except ValueError as error:
+            raise SettingsError(f"--albert_config_file: {error}") from error
         tpu = FLAGS.tpu or FLAGS.tpu_name or FLAGS.master
         strategy_kind = "tpu" if FLAGS.use_tpu and FLAGS.strategy == "auto" else FLAGS.strategy
         strategy = build_strategy(strategy_kind, tpu=tpu, tpu_zone=FLAGS.tpu_zone,
@@ -100,7 +104,8 @@ def main(argv):
         options = PretrainingOptions(**{
             field: getattr(FLAGS, field) for field in PretrainingOptions.__dataclass_fields__})
         results = run_pretraining(options, config, strategy)
-    except (TPUUnavailableError, NonFiniteLossError, ValueError, FileNotFoundError) as error:
+    except (TPUUnavailableError, NonFiniteLossError, SettingsError, CheckpointMismatchError,
+            FileNotFoundError) as error:
         logging.error("%s: %s", type(error).__name__, error)
         sys.exit(1)
     logging.info("done: %s", json.dumps(results, indent=2, sort_keys=True, default=str))
