@@ -1,0 +1,20 @@
+# albert-tf images.
+#   CPU training image:  docker build --target train -t albert-tf .
+#   GPU training image:  docker build --target train --build-arg TF_EXTRA=and-cuda -t albert-tf:gpu .
+#   run the demo:        docker run --rm -v $PWD/runs:/app/runs albert-tf
+#   pretrain:            docker run --rm [--gpus all] -v /data:/data albert-tf \
+#                            python pipelines/pretrain.py --input_file=/data/train-*.tfrecord ...
+
+FROM python:3.11-slim AS train
+# `and-cuda` pulls NVIDIA's CUDA/cuDNN wheels for tensorflow (GPU image); empty for CPU.
+ARG TF_EXTRA=""
+ENV PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+WORKDIR /app
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt \
+ && if [ -n "$TF_EXTRA" ]; then pip install --no-cache-dir "tensorflow[$TF_EXTRA]==2.21.0"; fi
+COPY albert_tf/ albert_tf/
+COPY data_prep/ data_prep/
+COPY pipelines/ pipelines/
+COPY benchmarks/ benchmarks/
+CMD ["python", "pipelines/pretrain.py"]
