@@ -53,13 +53,18 @@ class CheckpointMismatchError(ValueError):
     """A checkpoint does not fit the model; the message lists every problem."""
 
 
-def tf1_name(path: str) -> str:
-    """The original TF1 variable name of one of our variable paths."""
-    for pattern, replacement in TF1_NAME_RULES:
+def rename(path: str, rules: tuple[tuple[str, str], ...], what: str) -> str:
+    """Apply the first rule (regex, replacement) of a name table that matches `path`."""
+    for pattern, replacement in rules:
         name, count = re.subn(pattern, replacement, path)
         if count:
             return name
-    raise KeyError(f"no TF1 name rule for variable {path!r}")
+    raise KeyError(f"no {what} name rule for variable {path!r}")
+
+
+def tf1_name(path: str) -> str:
+    """The original TF1 variable name of one of our variable paths."""
+    return rename(path, TF1_NAME_RULES, "TF1")
 
 
 def tf1_variable_map(model) -> dict[str, tf.Variable]:

@@ -20,7 +20,7 @@ from keras.src.losses.loss import scale_loss_for_distribution
 
 from albert_tf import checkpoints
 from albert_tf.config import AlbertConfig
-from albert_tf.model import BACKBONE_INPUTS, AlbertModel
+from albert_tf.model import BACKBONE_INPUTS, AlbertModel, ConfiguredModel
 
 HEAD_NAME = "classifier"
 HEAD_DROPOUT = 0.1  # hard-coded in the original, independent of the config's dropout
@@ -61,7 +61,7 @@ class AlbertClassifierHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertClassifier(keras.Model):
+class AlbertClassifier(ConfiguredModel):
     """ALBERT backbone + the original classification (or STS-B regression) head.
 
     Inputs: int32 [B, T] `input_ids`, `input_mask`, `segment_ids`. Outputs: `logits` and
@@ -101,15 +101,8 @@ class AlbertClassifier(keras.Model):
         self.head = head
         self.accuracy_tracker = None if regression else keras.metrics.Mean(name="accuracy")
 
-    def get_config(self):
-        return {"albert_config": self.config.to_dict(), "num_labels": self.num_labels,
-                "regression": self.regression, "seed": self.seed, "name": self.name,
-                "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
+    def extra_config(self):
+        return {"num_labels": self.num_labels, "regression": self.regression, "seed": self.seed}
 
     def call(self, inputs, training=None):
         # Labels and other features of the input dict pass through `fit` untouched.

@@ -7,11 +7,10 @@ attention kernels are [H, N, D] / [N, D, H] where ours (and the original) are [H
 
 from __future__ import annotations
 
-import re
-
 import keras_hub
 import numpy as np
 
+from albert_tf.checkpoints import rename
 from albert_tf.config import AlbertConfig
 from albert_tf.model import AlbertModel
 
@@ -40,11 +39,7 @@ _RULES: tuple[tuple[str, str], ...] = (
 
 def keras_hub_path(path: str) -> str:
     """The keras-hub `AlbertBackbone` variable path of one of our backbone variable paths."""
-    for pattern, replacement in _RULES:
-        name, count = re.subn(pattern, replacement, path)
-        if count:
-            return name
-    raise KeyError(f"no keras-hub equivalent for variable {path!r}")
+    return rename(path, _RULES, "keras-hub")
 
 
 def _check_expressible(config: AlbertConfig) -> None:

@@ -35,8 +35,27 @@ def encoder_routing(config: AlbertConfig) -> list[tuple[str, str]]:
     return blocks
 
 
+class ConfiguredModel(keras.Model):
+    """A functional model built from an `AlbertConfig` (`self.config`), which its config echoes.
+
+    Subclasses add their own constructor arguments to `get_config` via `extra_config()`.
+    """
+
+    def extra_config(self) -> dict:
+        return {}
+
+    def get_config(self):
+        return {"albert_config": self.config.to_dict(), **self.extra_config(), "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
+
+
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertModel(keras.Model):
+class AlbertModel(ConfiguredModel):
     """The ALBERT encoder: factorized embeddings, shared post-LN blocks, tanh pooler.
 
     Inputs (int32 [B, T], the original names): `input_ids`, `input_mask` (1 = real token),
@@ -75,15 +94,6 @@ class AlbertModel(keras.Model):
         self.config = config
         self.embeddings = embeddings
 
-    def get_config(self):
-        return {"albert_config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
-
 
 def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights, weight_total=None):
     """The original: sum(w * NLL) / (sum(w) + 1e-5) over all predictions of the batch.
@@ -107,7 +117,7 @@ def sentence_order_loss(sop_logits, labels):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertPretrainer(keras.Model):
+class AlbertPretrainer(ConfiguredModel):
     """Backbone + MLM head (tied to the word embeddings) + SOP head, with the original losses.
 
     Called on a dict with `input_ids, input_mask, segment_ids, masked_lm_positions` it returns
@@ -139,15 +149,6 @@ class AlbertPretrainer(keras.Model):
             for name in ("masked_lm_loss", "masked_lm_accuracy",
                          "sentence_order_loss", "sentence_order_accuracy")
         }
-
-    def get_config(self):
-        return {"albert_config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
 
     def call(self, inputs, training=None):
         # Extra features of a TFRecord (labels, token_boundary) pass through `fit` untouched.
