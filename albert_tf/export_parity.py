@@ -1,0 +1,85 @@
+"""How closely an exported artifact must reproduce the Keras model, and the figures that say so."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+INT8_VARIANTS = ("tflite_int8_dynamic", "tflite_int8")
+
+
+@dataclasses.dataclass(frozen=True)
+class ParityThresholds:
+    """What an export must meet against the Keras model to be written (issue 5's figures).
+
+    SavedModels and the float TFLite variants are held to a max abs diff on every output; the int8
+    variants to top-1 agreement (MLM predictions at real masked positions, or the classifier's
+    predicted class) and to the cosine of the pooled output (classifier: probabilities) of every
+    example.
+    """
+
+    saved_model_max_abs_diff: float = 1e-5
+    fp32_max_abs_diff: float = 1e-4
+    fp16_max_abs_diff: float = 1e-2
+    int8_min_top1_agreement: float = 0.95
+    int8_min_cosine: float = 0.99
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = a.reshape(len(a), -1).astype(np.float64), b.reshape(len(b), -1).astype(np.float64)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return np.sum(a * b, axis=1) / np.maximum(norms, 1e-30)
+
+
+def parity_figures(reference: dict[str, np.ndarray], candidate: dict[str, np.ndarray],
+                   masked_lm_weights: np.ndarray) -> dict[str, float]:
+    """`max_abs_diff/<output>` for each output, plus `top1_agreement`, `min_cosine` and
+    `mean_cosine` where the outputs have MLM logits, a pooled output or probabilities."""
+    missing = sorted(set(reference) - set(candidate))
+    if missing:
+        raise KeyError(f"exported outputs lack {missing}; they have {sorted(candidate)}")
+    figures = {f"max_abs_diff/{k}": float(np.max(np.abs(candidate[k] - reference[k]), initial=0.0))
+               for k in reference}
+    if "mlm_logits" in reference:
+        real = masked_lm_weights > 0
+        agree = reference["mlm_logits"].argmax(-1) == candidate["mlm_logits"].argmax(-1)
+        figures["top1_agreement"] = float(agree[real].mean())
+    if "probabilities" in reference:
+        agree = reference["probabilities"].argmax(-1) == candidate["probabilities"].argmax(-1)
+        figures["top1_agreement"] = float(agree.mean())
+    key = next((k for k in ("pooled_output", "probabilities") if k in reference), None)
+    if key is not None:
+        cosines = _cosines(reference[key], candidate[key])
+        figures["min_cosine"], figures["mean_cosine"] = float(cosines.min()), float(cosines.mean())
+    return figures
+
+
+def merge_figures(figures_list: list[dict[str, float]]) -> dict[str, float]:
+    """The worst of each figure over several signatures (largest diff, smallest agreement)."""
+    merged = {}
+    for figures in figures_list:
+        for key, value in figures.items():
+            worst = max if key.startswith("max_abs_diff/") else min
+            merged[key] = value if key not in merged else worst(merged[key], value)
+    return merged
+
+
+def parity_failures(kind: str, figures: dict[str, float],
+                    thresholds: ParityThresholds) -> list[str]:
+    """Why an artifact of `kind` (`saved_model` or a TFLite variant) fails; empty if it passes."""
+    if kind in INT8_VARIANTS:
+        failures = []
+        if not figures["top1_agreement"] >= thresholds.int8_min_top1_agreement:  # NaN fails
+            failures.append(f"top-1 agreement {figures['top1_agreement']:.4f} < "
+                            f"{thresholds.int8_min_top1_agreement}")
+        if not figures["min_cosine"] >= thresholds.int8_min_cosine:
+            failures.append(
+                f"min cosine {figures['min_cosine']:.5f} < {thresholds.int8_min_cosine}")
+        return failures
+    limit = {"tflite_fp32": thresholds.fp32_max_abs_diff,
+             "tflite_fp16": thresholds.fp16_max_abs_diff,
+             "saved_model": thresholds.saved_model_max_abs_diff}[kind]
+    return [f"{key.split('/', 1)[1]} max abs diff {value:.3g} > {limit:g}"
+            for key, value in figures.items()
+            if key.startswith("max_abs_diff/") and not value <= limit]  # NaN fails

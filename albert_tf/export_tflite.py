@@ -1,0 +1,193 @@
+"""TFLite (LiteRT) variants at a fixed [1, max_seq_length] input, with parity and latency checks.
+
+Each variant is converted with `supported_ops` limited to TFLite builtins (the converter fails on
+anything else, so no Flex / SELECT_TF_OPS op can slip in) and its op list is checked again after
+conversion. Variants: `tflite_fp32`; `tflite_fp16` (fp16 weights, fp32 compute);
+`tflite_int8_dynamic` (int8 weights, activations quantized on the fly); `tflite_int8` (full
+integer: int8 weights and activations calibrated on representative examples; int32 ids in,
+float32 outputs out).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+from ai_edge_litert import schema_py_generated as schema
+from ai_edge_litert.interpreter import Interpreter
+
+from albert_tf import layers
+from albert_tf.export_parity import ParityThresholds, merge_figures, parity_failures, parity_figures
+from albert_tf.export_savedmodel import (POSITIONS, ServingHead, save_with_signatures,
+                                         signature_function)
+from albert_tf.model import BACKBONE_INPUTS
+
+VARIANTS = ("tflite_fp32", "tflite_fp16", "tflite_int8_dynamic", "tflite_int8")
+# Full-integer models quantize `scores + mask bias` to 256 levels over its calibrated range: with
+# the original -10000 on padded keys a level is ~40 and every real score rounds to the same value
+# (MLM top-1 agreement 0.27 on the original code's tiny checkpoint). -30 keeps padded keys at
+# exp(-30) ~ 1e-13 of the softmax (nothing at int8 resolution) and gives 0.91 there.
+INT8_MASK_ADDER = -30.0
+_BUILTIN_NAMES = {value: name for name, value in vars(schema.BuiltinOperator).items()
+                  if not name.startswith("_")}
+
+
+def convert(saved_model_dir: str, signatures: list[str], variant: str,
+            representative: Callable[[], Iterator] | None = None,
+            shared_weights: bool = False) -> bytes:
+    """Convert the fixed-shape SavedModel's `signatures` to the TFLite `variant`.
+
+    `representative` (needed by `tflite_int8`) yields (signature, {input: [1, ...] array}) pairs.
+    `shared_weights`: the model feeds one weight to a dense layer and to another op (the MLM
+    decoder is the word-embedding table, also read by GATHER). int8 variants then quantize dense
+    weights per tensor rather than per output channel, so that both uses get the same int8 bytes
+    and the file holds the table once (a second int8 copy of ALBERT-base's 3.8M-entry table would
+    take the int8/fp32 size ratio from ~0.25 to ~0.33). The parity check covers the accuracy this
+    costs. (The switch is a private converter attribute: the public API has no per-layer one.)
+    """
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=signatures)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if variant == "tflite_fp16":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+    elif variant == "tflite_int8_dynamic":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter._experimental_disable_per_channel_quantization_for_dense_layers = shared_weights
+    elif variant == "tflite_int8":
+        if representative is None:
+            raise ValueError("tflite_int8 needs representative examples to calibrate on")
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter._experimental_disable_per_channel_quantization_for_dense_layers = shared_weights
+        converter.representative_dataset = representative
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    elif variant != "tflite_fp32":
+        raise ValueError(f"unknown TFLite variant {variant!r}; choose from {VARIANTS}")
+    return converter.convert()
+
+
+@contextlib.contextmanager
+def _attention_mask_adder(value: float):
+    """Trace `AlbertAttention` with `value` on padded keys instead of `layers.MASK_ADDER`.
+
+    `layers` reads the constant at call time and has no per-layer setting, so it is swapped for the
+    duration of the tracing only.
+    """
+    original, layers.MASK_ADDER = layers.MASK_ADDER, value
+    try:
+        yield
+    finally:
+        layers.MASK_ADDER = original
+
+
+def save_fixed_shape_model(head: ServingHead, path: str, max_seq_length: int, max_predictions: int,
+                           mask_adder: float = layers.MASK_ADDER) -> list[str]:
+    """Save the head's signatures at batch 1 and fixed lengths, unchecked, for conversion.
+
+    Returns the signature names.
+    """
+    shapes = dict.fromkeys(BACKBONE_INPUTS, [1, max_seq_length]) | {POSITIONS: [1, max_predictions]}
+    functions = {name: signature_function(head, name, shapes, check=False)
+                 for name in head.signature_inputs}
+    with _attention_mask_adder(mask_adder):
+        save_with_signatures(path, functions, {})
+    return list(functions)
+
+
+def op_names(model: bytes) -> list[str]:
+    """The distinct operators of a TFLite flatbuffer: builtin names; custom ones CUSTOM:<code>."""
+    parsed = schema.Model.GetRootAsModel(model, 0)
+    names = set()
+    for i in range(parsed.OperatorCodesLength()):
+        code = parsed.OperatorCodes(i)
+        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if builtin == schema.BuiltinOperator.CUSTOM:
+            names.add(f"CUSTOM:{code.CustomCode().decode()}")
+        else:
+            names.add(_BUILTIN_NAMES.get(builtin, f"BUILTIN_{builtin}"))
+    return sorted(names)
+
+
+def non_builtin_ops(model: bytes) -> list[str]:
+    """Custom (including Flex, i.e. SELECT_TF_OPS) operators: they need more than stock LiteRT."""
+    return [name for name in op_names(model) if name.startswith("CUSTOM:")]
+
+
+def run_signature(interpreter: Interpreter, signature: str, examples: dict[str, np.ndarray],
+                  input_names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Outputs of `signature` on every example, one at a time (batch 1), stacked."""
+    runner = interpreter.get_signature_runner(signature)
+    rows = [runner(**{k: examples[k][i:i + 1] for k in input_names})
+            for i in range(len(examples["input_ids"]))]
+    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
+
+
+def latency_ms(model_path: str, inputs: dict[str, np.ndarray], num_threads: int, runs: int,
+               warmup: int = 5, signature: str = "serving_default") -> dict[str, float]:
+    """p50/p90 wall time of one `signature` call at batch 1 (LiteRT with its default XNNPACK)."""
+    runner = Interpreter(model_path=model_path, num_threads=num_threads).get_signature_runner(
+        signature)
+    for _ in range(warmup):
+        runner(**inputs)
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        runner(**inputs)
+        times.append((time.perf_counter() - start) * 1000.0)
+    return {"p50_ms": float(np.percentile(times, 50)), "p90_ms": float(np.percentile(times, 90))}
+
+
+def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length: int,
+                          max_predictions: int, examples, calibration, reference,
+                          staging: str, thresholds: ParityThresholds, latency_runs: int,
+                          artifacts: dict) -> dict[str, str]:
+    """Convert, check and time each variant under `staging`; record each in `artifacts`; return
+    {variant: staged path} of those that passed (the others are not kept)."""
+    sources = {}
+
+    def source(variant):
+        """The fixed-shape SavedModel `variant` converts from (the int8 one: finite mask)."""
+        key = "int8" if variant == "tflite_int8" else "float"
+        if key not in sources:
+            path = os.path.join(staging, f"tflite_source_{key}")
+            signatures = save_fixed_shape_model(
+                head, path, max_seq_length, max_predictions,
+                INT8_MASK_ADDER if key == "int8" else layers.MASK_ADDER)
+            sources[key] = (path, signatures)
+        return sources[key]
+
+    def representative():
+        for i in range(len(calibration["input_ids"])):
+            for name, names in head.signature_inputs.items():
+                yield name, {k: calibration[k][i:i + 1] for k in names}
+
+    staged = {}
+    for variant in variants:
+        logging.info("Converting %s", variant)
+        model = convert(*source(variant), variant,
+                        representative if variant == "tflite_int8" else None,
+                        shared_weights="mlm" in head.signature_inputs)
+        failures = [f"non-builtin ops: {ops}"] if (ops := non_builtin_ops(model)) else []
+        interpreter = Interpreter(model_content=model)
+        figures = merge_figures([
+            parity_figures(reference[name], run_signature(interpreter, name, examples, names),
+                           examples["masked_lm_weights"])
+            for name, names in head.signature_inputs.items()])
+        failures += parity_failures(variant, figures, thresholds)
+        artifacts[variant] = {"size_bytes": len(model), "ops": op_names(model),
+                              "figures": figures, "failures": failures}
+        if failures:
+            logging.error("Refusing %s: %s", variant, "; ".join(failures))
+            continue
+        staged[variant] = os.path.join(staging, f"{variant}.tflite")
+        with open(staged[variant], "wb") as f:
+            f.write(model)
+        first = {k: examples[k][:1] for k in head.signature_inputs["serving_default"]}
+        artifacts[variant]["latency_batch1"] = {
+            f"threads_{n}": latency_ms(staged[variant], first, n, latency_runs) for n in (1, 2)}
+        logging.info("%s: %s", variant, artifacts[variant])
+    return staged
