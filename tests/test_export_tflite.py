@@ -1,0 +1,139 @@
+"""TFLite variants: builtin ops only, the parity gates, and every variant on real sentences."""
+
+import json
+import math
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+
+from albert_tf import AlbertConfig, AlbertPretrainer, layers
+from albert_tf.checkpoints import load_tf1_checkpoint
+from albert_tf.export import ExportConfig, ParityError, export_model, serving_head
+from albert_tf.export_data import examples_from_text, random_examples
+from albert_tf.export_parity import ParityThresholds, parity_failures, parity_figures
+from albert_tf.export_tflite import convert, non_builtin_ops, op_names
+from albert_tf.tokenization import AlbertTokenizer
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+SPM = FIXTURES / "albert_spm" / "30k-clean.model"
+CORPUS = FIXTURES / "original_data" / "corpus_small.txt"
+INPUTS = ("input_ids", "input_mask", "segment_ids")
+ALL_VARIANTS = ("tflite_fp32", "tflite_fp16", "tflite_int8_dynamic", "tflite_int8")
+
+
+def test_non_builtin_ops_fail_conversion_and_are_detected(tmp_path):
+    function = tf.function(lambda x: {"y": tf.linalg.det(x)},
+                           input_signature=[tf.TensorSpec([1, 4, 4], tf.float32, name="x")])
+    module = tf.Module()
+    module.f = function
+    tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": function})
+    with pytest.raises(Exception, match="TF Select ops: MatrixDeterminant"):
+        convert(str(tmp_path), ["serving_default"], "tflite_fp32")
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS,
+                                           tf.lite.OpsSet.SELECT_TF_OPS]
+    flex = converter.convert()
+    assert op_names(flex) == ["CUSTOM:FlexMatrixDeterminant"]
+    assert non_builtin_ops(flex) == ["CUSTOM:FlexMatrixDeterminant"]
+
+
+def test_parity_gates():
+    thresholds = ParityThresholds()
+    reference = {"pooled_output": np.array([[1.0, 0.0], [0.0, 1.0]]),
+                 "mlm_logits": np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]])}
+    weights = np.array([[1.0, 1.0], [1.0, 0.0]])  # the last prediction is padding
+    flipped = {"pooled_output": np.array([[1.0, 0.1], [0.0, 1.0]]),
+               "mlm_logits": np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]])}
+    figures = parity_figures(reference, flipped, weights)
+    assert figures["top1_agreement"] == pytest.approx(2 / 3)
+    assert figures["min_cosine"] == pytest.approx(1 / math.sqrt(1.01))
+    assert figures["max_abs_diff/mlm_logits"] == 1.0
+    assert parity_failures("tflite_int8", figures, thresholds) == ["top-1 agreement 0.6667 < 0.95"]
+    assert parity_failures("tflite_fp16", figures, thresholds) == [
+        "pooled_output max abs diff 0.1 > 0.01", "mlm_logits max abs diff 1 > 0.01"]
+    nan = {k: np.full_like(v, np.nan) for k, v in reference.items()}
+    nan_figures = parity_figures(reference, nan, weights)
+    assert len(parity_failures("tflite_fp32", nan_figures, thresholds)) == 2
+    assert "min cosine nan < 0.99" in parity_failures("tflite_int8_dynamic", nan_figures, thresholds)
+
+
+def run_all(path, signatures, examples):
+    interpreter = Interpreter(model_path=str(path), num_threads=1)
+    outputs = {}
+    for name, names in signatures.items():
+        runner = interpreter.get_signature_runner(name)
+        rows = [runner(**{k: examples[k][i:i + 1] for k in names})
+                for i in range(len(examples["input_ids"]))]
+        outputs.update({k: np.concatenate([r[k] for r in rows]) for k in rows[0]})
+    return outputs
+
+
+SIGNATURES = {"serving_default": INPUTS, "sop": INPUTS, "mlm": (*INPUTS, "masked_lm_positions")}
+
+
+def test_every_variant_on_real_sentences_and_full_int8_refused_on_random_weights(tmp_path):
+    """Tiny model, real vocabulary and sentences. Random weights leave MLM logits near-uniform,
+    so full-integer int8 (256 levels for the logits) flips their top-1 too often: refused."""
+    keras.utils.set_random_seed(1234)
+    model = AlbertPretrainer(AlbertConfig(
+        vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=64, max_position_embeddings=128,
+        initializer_range=0.2))
+    config = ExportConfig(output_dir=str(tmp_path), max_seq_length=64, max_predictions_per_seq=10,
+                          formats=ALL_VARIANTS, representative_data=str(CORPUS), latency_runs=5,
+                          spm_model_file=str(SPM))
+    with pytest.raises(ParityError, match="tflite_int8.*top-1 agreement"):
+        export_model(serving_head("pretrainer", model), config)
+    report = json.loads((tmp_path / "export_report_albert_1.json").read_text())
+    assert not (tmp_path / "albert_tflite" / "1" / "albert_int8.tflite").exists()
+    assert report["artifacts"]["tflite_int8"]["figures"]["top1_agreement"] < 0.95
+    examples, _ = examples_from_text(str(CORPUS), AlbertTokenizer(SPM), 64, 10, 200, seed=11)
+    reference = {k: v.numpy() for k, v in model(
+        {k: tf.constant(v) for k, v in examples.items() if k != "masked_lm_weights"}).items()}
+    sizes = {}
+    for variant in ALL_VARIANTS[:3]:
+        entry = report["artifacts"][variant]
+        path = tmp_path / "albert_tflite" / "1" / f"albert_{variant.removeprefix('tflite_')}.tflite"
+        sizes[variant] = path.stat().st_size
+        assert entry["failures"] == [] and entry["size_bytes"] == sizes[variant]
+        assert not non_builtin_ops(path.read_bytes())
+        assert set(entry["latency_batch1"]) == {"threads_1", "threads_2"}
+        got = run_all(path, SIGNATURES, examples)
+        figures = parity_figures(reference, got, examples["masked_lm_weights"])
+        assert parity_failures(variant, figures, ParityThresholds()) == [], variant
+    assert sizes["tflite_fp16"] < 0.6 * sizes["tflite_fp32"]
+    assert sizes["tflite_int8_dynamic"] < 0.75 * sizes["tflite_fp32"]  # tiny: metadata dominates
+
+
+def test_full_int8_of_an_original_checkpoint_passes(tmp_path):
+    folder = FIXTURES / "original_checkpoints" / "albert_tiny_grouped"
+    model = load_tf1_checkpoint(folder, folder / "albert_config.json")
+    examples = random_examples(300, 16, 4, 400, seed=3)
+    records = tmp_path / "calibration.tfrecord"
+    with tf.io.TFRecordWriter(str(records)) as writer:
+        for i in range(400):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                **{k: tf.train.Feature(int64_list=tf.train.Int64List(value=examples[k][i]))
+                   for k in (*INPUTS, "masked_lm_positions")},
+                "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
+                    value=examples["masked_lm_weights"][i]))})).SerializeToString())
+    report = export_model(serving_head("pretrainer", model), ExportConfig(
+        output_dir=str(tmp_path / "out"), max_seq_length=16, max_predictions_per_seq=4,
+        formats=("tflite_int8",), representative_data=str(records), latency_runs=5))
+    assert layers.MASK_ADDER == -10000.0  # the int8 tracing's finite mask did not leak
+    path = tmp_path / "out" / "albert_tflite" / "1" / "albert_int8.tflite"
+    assert "QUANTIZE" in report["artifacts"]["tflite_int8"]["ops"]
+    assert not non_builtin_ops(path.read_bytes())
+    interpreter = Interpreter(model_path=str(path))
+    int8_weights = [d for d in interpreter.get_tensor_details() if d["dtype"] == np.int8]
+    assert len(int8_weights) > 20
+    held_out = random_examples(300, 16, 4, 200, seed=4)
+    reference = {k: v.numpy() for k, v in model(
+        {k: tf.constant(v) for k, v in held_out.items() if k != "masked_lm_weights"}).items()}
+    figures = parity_figures(reference, run_all(path, SIGNATURES, held_out),
+                             held_out["masked_lm_weights"])
+    assert figures["top1_agreement"] >= 0.95 and figures["min_cosine"] >= 0.99, figures
