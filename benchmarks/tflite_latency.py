@@ -1,0 +1,170 @@
+"""TFLite latency and size at batch 1: our exported variants vs keras-hub's AlbertBackbone.
+
+Both models are ALBERT-base with the same (random, seeded) weights, copied across with
+`keras_hub_interop`; latency and size do not depend on the values. Ours is converted as
+`pipelines/export.py` converts it (signatures serving_default + mlm + sop, builtin ops only);
+keras-hub's through Keras's own LiteRT export (`backbone.export(format="litert")`) with the same
+quantization settings. Int8 variants are calibrated on the same real sentences. Timing: LiteRT
+interpreter with its default XNNPACK delegate, `serving_default` (the encoder), batch 1, 1 and 2
+threads, both models timed alternately in one run.
+
+    python benchmarks/tflite_latency.py [--preset=base] [--seq_length=128] [--runs=30]
+    python benchmarks/tflite_latency.py --preset=smoke   # a 2-layer model: checks the script only
+"""
+
+import os
+import pathlib
+import sys
+import tempfile
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import app, flags
+from ai_edge_litert.interpreter import Interpreter
+
+from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.export_data import examples_from_text
+from albert_tf.export_savedmodel import ServingHead
+from albert_tf.export_tflite import (INT8_MASK_ADDER, VARIANTS, convert, latency_ms,
+                                     non_builtin_ops, save_fixed_shape_model)
+from albert_tf.keras_hub_interop import to_keras_hub
+from albert_tf.layers import MASK_ADDER
+from albert_tf.tokenization import AlbertTokenizer
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("preset", "base", ["base", "large", "smoke"],
+                  "Model shape (smoke: 2 tiny layers, to check the script).")
+flags.DEFINE_integer("seq_length", 128, "Fixed sequence length of the TFLite models.")
+flags.DEFINE_integer("runs", 30, "Timed runs per model, variant and thread count (x2, alternated).")
+flags.DEFINE_integer("calibration_examples", 32, "Sentences the full-int8 variants calibrate on.")
+flags.DEFINE_string("corpus", str(REPO / "tests/fixtures/original_data/corpus_small.txt"),
+                    "Text for calibration (one sentence per line).")
+flags.DEFINE_string("spm_model_file", str(REPO / "tests/fixtures/albert_spm/30k-clean.model"),
+                    "SentencePiece model of the corpus.")
+
+HUB_QUANTIZATION = {  # Keras LiteRT export kwargs, the same settings `export_tflite.convert` uses
+    "tflite_fp32": {},
+    "tflite_fp16": {"optimizations": [tf.lite.Optimize.DEFAULT],
+                    "target_spec": {"supported_types": [tf.float16]}},
+    "tflite_int8_dynamic": {"optimizations": [tf.lite.Optimize.DEFAULT]},
+    "tflite_int8": {"optimizations": [tf.lite.Optimize.DEFAULT],
+                    "target_spec": {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]}},
+}
+
+
+def albert_config() -> AlbertConfig:
+    if FLAGS.preset == "smoke":
+        return AlbertConfig.from_preset("base", hidden_size=64, num_hidden_layers=2,
+                                        num_attention_heads=2, intermediate_size=128)
+    return AlbertConfig.from_preset(FLAGS.preset)
+
+
+def export_ours(model, examples, directory) -> dict[str, str]:
+    head = ServingHead("pretrainer", model, model.config)
+    sources = {}
+    for key, adder in (("float", MASK_ADDER), ("int8", INT8_MASK_ADDER)):
+        path = os.path.join(directory, f"ours_source_{key}")
+        sources[key] = (path, save_fixed_shape_model(head, path, FLAGS.seq_length, 20, adder))
+
+    def representative():
+        for i in range(len(examples["input_ids"])):
+            for name, names in head.signature_inputs.items():
+                yield name, {k: examples[k][i:i + 1] for k in names}
+
+    paths = {}
+    for variant in VARIANTS:
+        tflite = convert(*sources["int8" if variant == "tflite_int8" else "float"], variant,
+                         representative if variant == "tflite_int8" else None, shared_weights=True)
+        assert not non_builtin_ops(tflite), variant
+        paths[variant] = os.path.join(directory, f"ours_{variant}.tflite")
+        with open(paths[variant], "wb") as f:
+            f.write(tflite)
+    return paths
+
+
+def hub_inputs(examples, i):
+    return {"token_ids": examples["input_ids"][i:i + 1],
+            "segment_ids": examples["segment_ids"][i:i + 1],
+            "padding_mask": examples["input_mask"][i:i + 1]}
+
+
+def export_hub(backbone, examples, directory) -> dict[str, str]:
+    signature = [{k: tf.TensorSpec([1, FLAGS.seq_length], tf.int32, name=k)
+                  for k in ("token_ids", "segment_ids", "padding_mask")}]
+    paths = {}
+    for variant, kwargs in HUB_QUANTIZATION.items():
+        kwargs = dict(kwargs)
+        if variant == "tflite_int8":
+            names = Interpreter(model_path=paths["tflite_fp32"]).get_signature_list()
+            (key, inputs), = names.items()
+
+            def representative(key=key, inputs=inputs["inputs"]):
+                for i in range(len(examples["input_ids"])):
+                    x = hub_inputs(examples, i)
+                    yield key, {name: x[next(k for k in x if name.endswith(k))] for name in inputs}
+
+            kwargs["representative_dataset"] = representative
+        paths[variant] = os.path.join(directory, f"keras_hub_{variant}.tflite")
+        backbone.export(paths[variant], format="litert", input_signature=signature, verbose=False,
+                        **kwargs)
+    return paths
+
+
+def timed(path, inputs, threads):
+    """p50/p90 (ms) of two alternated halves of `--runs`, pooled by taking the better half."""
+    halves = [latency_ms(path, inputs, threads, FLAGS.runs) for _ in range(2)]
+    return min(halves, key=lambda h: h["p50_ms"])
+
+
+def main(argv):
+    del argv
+    config = albert_config()
+    keras.utils.set_random_seed(0)
+    model = AlbertPretrainer(config)
+    backbone = to_keras_hub(model.backbone)
+    examples, _ = examples_from_text(FLAGS.corpus, AlbertTokenizer(FLAGS.spm_model_file),
+                                     FLAGS.seq_length, 20, FLAGS.calibration_examples, seed=0)
+    with tempfile.TemporaryDirectory() as directory:
+        ours = export_ours(model, examples, directory)
+        hub = export_hub(backbone, examples, directory)
+        sizes = {(who, v): os.path.getsize(p[v]) for who, p in (("ours", ours), ("hub", hub))
+                 for v in VARIANTS}
+        ours_in = {k: examples[k][:1] for k in ("input_ids", "input_mask", "segment_ids")}
+        latency = {}
+        for variant in VARIANTS:
+            for threads in (1, 2):
+                for who, path, inputs in (("ours", ours[variant], ours_in),
+                                          ("hub", hub[variant], hub_inputs(examples, 0))):
+                    latency[who, variant, threads] = timed(path, inputs, threads)
+    print(f"\nALBERT-{FLAGS.preset}, seq {FLAGS.seq_length}, batch 1, LiteRT + XNNPACK, "
+          f"{FLAGS.runs} runs x2\n")
+    print(f"{'variant':22s}{'size MB ours/hub':>20s}{'thr':>5s}{'ours p50/p90 ms':>20s}"
+          f"{'hub p50/p90 ms':>20s}{'ours/hub p50':>14s}")
+    for variant in VARIANTS:
+        for threads in (1, 2):
+            o, h = latency["ours", variant, threads], latency["hub", variant, threads]
+            size = f"{sizes['ours', variant] / 1e6:.1f}/{sizes['hub', variant] / 1e6:.1f}"
+            print(f"{variant:22s}{size:>20s}{threads:>5d}"
+                  f"{o['p50_ms']:>11.1f}/{o['p90_ms']:<8.1f}"
+                  f"{h['p50_ms']:>11.1f}/{h['p90_ms']:<8.1f}{o['p50_ms'] / h['p50_ms']:>14.2f}")
+    print()
+    for variant in ("tflite_int8_dynamic", "tflite_int8"):
+        for who in ("ours", "hub"):
+            size_ratio = sizes[who, variant] / sizes[who, "tflite_fp32"]
+            latency_ratio = (latency[who, variant, 1]["p50_ms"]
+                             / latency[who, "tflite_fp32", 1]["p50_ms"])
+            print(f"{who:5s} {variant}/fp32: size {size_ratio:.3f}, "
+                  f"latency (1 thread) {latency_ratio:.3f}")
+    for variant in VARIANTS:
+        for who in ("ours", "hub"):
+            print(f"{who:5s} {variant}: 2-thread speedup "
+                  f"{latency[who, variant, 1]['p50_ms'] / latency[who, variant, 2]['p50_ms']:.2f}x")
+
+
+if __name__ == "__main__":
+    app.run(main)
