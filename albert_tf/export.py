@@ -243,7 +243,8 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
         if "saved_model" in config.formats:
             assets = _write_assets(os.path.join(staging, "assets_source"), head, config)
             preprocessing = None if tokenizer is None else AlbertPreprocessingLayer(
-                tokenizer.model_proto, config.max_seq_length, config.do_lower_case)
+                tokenizer.model_proto, max_seq_length=config.max_seq_length,
+                do_lower_case=config.do_lower_case)
             passed.update(build_saved_models(
                 head, config.max_seq_length, preprocessing, tokenizer, verification,
                 PROBE_TEXTS + texts, reference, assets, staging, config.thresholds,

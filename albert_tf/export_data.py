@@ -9,12 +9,14 @@ TFLite is calibrated on them. All arrays are numpy, at one fixed `max_seq_length
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 
 from albert_tf.tokenization import AlbertTokenizer
 
-TFRECORD_SUFFIXES = (".tfrecord", ".tfrecords", ".record", ".tfr")
+# `x.tfrecord`, `x.tfrecords`, `x.record`, `x.tfr`, also sharded: `x.tfrecord-00000-of-00004`.
+TFRECORD_NAME = re.compile(r"\.(tfrecords?|record|tfr)(-\d+-of-\d+)?$")
 MASKED_LM_PROB = 0.15  # the original pretraining rate, so MLM is checked where it is trained
 Examples = dict[str, np.ndarray]
 Texts = list[tuple[str, str | None]]
@@ -59,8 +61,9 @@ def _read_text_lines(path: str) -> list[list[str]]:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e}); a TFRecord file must end in one of "
-                         f"{TFRECORD_SUFFIXES}") from None
+        raise ValueError(f"{path}: not UTF-8 text ({e}); a TFRecord file must be named "
+                         f"*.tfrecord (or .tfrecords, .record, .tfr, optionally -NNNNN-of-NNNNN)"
+                         ) from None
     documents, current = [], []
     for line in text.splitlines():
         if line.strip():
@@ -171,11 +174,11 @@ def random_examples(vocab_size: int, max_seq_length: int, max_predictions: int, 
 
 def load_examples(path: str, tokenizer: AlbertTokenizer | None, max_seq_length: int,
                   max_predictions: int, limit: int, seed: int) -> tuple[Examples, Texts]:
-    """Examples from `path`, TFRecords (by suffix) or text (needs `tokenizer`), and their texts
-    (none for TFRecords)."""
+    """Examples from `path`, TFRecords (by name, see `TFRECORD_NAME`) or text (needs
+    `tokenizer`), and their texts (none for TFRecords)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"representative data not found: {path}")
-    if path.endswith(TFRECORD_SUFFIXES):
+    if TFRECORD_NAME.search(path):
         return examples_from_tfrecords(path, max_seq_length, max_predictions, limit), []
     if tokenizer is None:
         raise ValueError(f"{path} is text: tokenizing it needs a SentencePiece model "

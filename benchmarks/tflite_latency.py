@@ -21,7 +21,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import app, flags
 from ai_edge_litert.interpreter import Interpreter

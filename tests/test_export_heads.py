@@ -12,7 +12,6 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer
-from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.classifier import AlbertClassifier
 from albert_tf.export import ExportConfig, export_model, load_serving_head
 from albert_tf.tokenization import AlbertTokenizer

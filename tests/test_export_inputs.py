@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig
 from albert_tf.checkpoints import CheckpointMismatchError, load_tf1_checkpoint
 from albert_tf.export import (ExportConfig, ParityError, export_model, load_serving_head,
                               serving_head)
