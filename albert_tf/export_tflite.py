@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
@@ -71,17 +72,17 @@ def convert(saved_model_dir: str, signatures: list[str], variant: str,
 
 
 @contextlib.contextmanager
-def _attention_mask_adder(value: float):
-    """Trace `AlbertAttention` with `value` on padded keys instead of `layers.MASK_ADDER`.
-
-    `layers` reads the constant at call time and has no per-layer setting, so it is swapped for the
-    duration of the tracing only.
-    """
-    original, layers.MASK_ADDER = layers.MASK_ADDER, value
+def _attention_mask_adder(model: keras.Model, value: float):
+    """Trace `model` with `value` added to padded keys' scores instead of `layers.MASK_ADDER`."""
+    attention = [l for l in model._flatten_layers() if isinstance(l, layers.AlbertAttention)]
+    originals = [l.mask_adder for l in attention]
+    for layer in attention:
+        layer.mask_adder = value
     try:
         yield
     finally:
-        layers.MASK_ADDER = original
+        for layer, original in zip(attention, originals):
+            layer.mask_adder = original
 
 
 def save_fixed_shape_model(head: ServingHead, path: str, max_seq_length: int, max_predictions: int,
@@ -93,7 +94,7 @@ def save_fixed_shape_model(head: ServingHead, path: str, max_seq_length: int, ma
     shapes = dict.fromkeys(BACKBONE_INPUTS, [1, max_seq_length]) | {POSITIONS: [1, max_predictions]}
     functions = {name: signature_function(head, name, shapes, check=False)
                  for name in head.signature_inputs}
-    with _attention_mask_adder(mask_adder):
+    with _attention_mask_adder(head.model, mask_adder):
         save_with_signatures(path, functions, {})
     return list(functions)
 

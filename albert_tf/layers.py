@@ -108,6 +108,9 @@ class AlbertAttention(ConfigLayer):
         self.layer_norm = _layer_norm("LayerNorm")
         self.probs_dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
         self.output_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        # Added to the scores of padded keys. Not serialised: only a full-integer TFLite export
+        # lowers it (to keep the resolution of quantized scores) while it traces its model.
+        self.mask_adder = MASK_ADDER
 
     def build(self, input_shape):
         for sublayer in (self.query, self.key, self.value, self.output_dense, self.layer_norm):
@@ -127,7 +130,7 @@ class AlbertAttention(ConfigLayer):
         rounds to -9984) and becomes a float32 bias here.
         """
         key_is_padding = 1.0 - ops.cast(input_mask, "float32")
-        attention_bias = ops.expand_dims(ops.expand_dims(key_is_padding * MASK_ADDER, 1), 1)
+        attention_bias = ops.expand_dims(ops.expand_dims(key_is_padding * self.mask_adder, 1), 1)
         q = self._split_heads(self.query(x))
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
