@@ -4,6 +4,16 @@
 #   run the demo:        docker run --rm -v $PWD/runs:/app/runs albert-tf
 #   pretrain:            docker run --rm [--gpus all] -v /data:/data albert-tf \
 #                            python pipelines/pretrain.py --input_file=/data/train-*.tfrecord ...
+#   TF Serving image of an exported model (pipelines/export.py; the ids signatures, stock ops):
+#     docker build --target serving --build-arg MODEL_DIR=exported/albert --build-arg MODEL_NAME=albert -t albert-serving .
+#     docker run --rm -p 8500:8500 -p 8501:8501 albert-serving
+
+FROM tensorflow/serving:2.20.0 AS serving
+# <output_dir>/<model_name> of the export (numbered version directories), inside the build context.
+ARG MODEL_DIR=exported/albert
+ARG MODEL_NAME=albert
+ENV MODEL_NAME=${MODEL_NAME}
+COPY ${MODEL_DIR} /models/${MODEL_NAME}
 
 FROM python:3.11-slim AS train
 # `and-cuda` pulls NVIDIA's CUDA/cuDNN wheels for tensorflow (GPU image); empty for CPU.
