@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import glob
 import json
 import os
 import pathlib
@@ -196,7 +197,8 @@ def _print_summary(s: DemoSettings, summary: dict) -> None:
     for name, path in sorted(summary["export"].get("artifacts", {}).items()):
         lines.append(f"  export {name:14s} {path}")
     lines += [
-        f"Held-out ({os.path.basename(s.heldout_files)} of a book not trained on), step "
+        f"Held-out ({', '.join(sorted(os.path.basename(f) for f in glob.glob(s.heldout_files)))}"
+        f", a book not trained on), step "
         f"{evaluation['global_step']}:",
         f"  MLM accuracy {evaluation['masked_lm_accuracy']:.3f}   vs unigram baseline "
         f"{baseline['unigram_mlm_accuracy']:.3f} (always the most frequent masked token)",
