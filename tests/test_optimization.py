@@ -390,3 +390,28 @@ def test_gradient_norm_is_recorded_before_clipping():
     gradients = [np.array([3.0, 0.0, 4.0], np.float32), np.array([0.0, 12.0], np.float32)]
     optimizer.apply(gradients, variables)
     assert float(optimizer.gradient_norm) == pytest.approx(13.0)
+
+
+def test_exactly_layernorm_parameters_and_biases_of_the_pretrainer_are_excluded():
+    from albert_tf import AlbertConfig, AlbertPretrainer
+    from albert_tf.checkpoints import tf1_name
+
+    config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                          num_hidden_groups=2, num_attention_heads=2, intermediate_size=32,
+                          max_position_embeddings=16)
+    model = AlbertPretrainer(config)
+    excluded = sorted(tf1_name(path) for path in excluded_from_weight_decay(model.weights))
+    print("\nexcluded from weight decay and trust ratio:\n  " + "\n  ".join(excluded))
+    # The original rule on the original names: every LayerNorm parameter and every bias.
+    expected = sorted(name for name in map(tf1_name, (v.path for v in model.weights))
+                      if "LayerNorm" in name or name.endswith(("bias", "output_bias")))
+    assert excluded == expected
+    assert "cls/predictions/output_bias" in excluded
+    assert "bert/embeddings/LayerNorm/gamma" in excluded
+    assert "bert/encoder/transformer/group_1/inner_group_0/LayerNorm_1/beta" in excluded
+    # embedding LN 2, mapping bias 1, per group (q/k/v/output biases 4, LN 2, FFN biases 2,
+    # LN_1 2) x 2, pooler bias 1, MLM transform bias + LN + output bias 4, SOP bias 1.
+    assert len(excluded) == 2 + 1 + 2 * (4 + 2 + 2 + 2) + 1 + 4 + 1
+    decayed = {tf1_name(v.path) for v in model.weights} - set(excluded)
+    assert {"bert/embeddings/word_embeddings", "cls/seq_relationship/output_weights",
+            "bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"} <= decayed
