@@ -142,13 +142,13 @@ def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
         manager = tf.train.CheckpointManager(checkpoint, os.path.join(work_dir, "checkpoints"),
                                              max_to_keep=o.keep_checkpoint_max)
+        results = {"output_dir": o.output_dir, "resumed_from": manager.latest_checkpoint}
         if manager.latest_checkpoint:
             checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
             logging.info("Resuming from %s at step %d", manager.latest_checkpoint,
                          optimizer_step(model))
         elif o.init_checkpoint:
             load_initial_weights(model, o.init_checkpoint)
-        results = {"output_dir": o.output_dir}
         if o.do_train:
             results["train_history"] = _train(model, manager, o, strategy, work_dir)
         step = optimizer_step(model)

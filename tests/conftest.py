@@ -8,6 +8,7 @@ import pathlib
 
 import keras
 import pytest
+from absl import logging as absl_logging
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 ORIGINAL_CHECKPOINTS = FIXTURES / "original_checkpoints"
@@ -19,3 +20,12 @@ def _restore_dtype_policy():
     policy = keras.config.dtype_policy()
     yield
     keras.config.set_dtype_policy(policy)
+
+
+@pytest.fixture(autouse=True)
+def _restore_absl_verbosity():
+    # The TFLite converter lowers absl's verbosity for the rest of the process; tests that read
+    # logs must not depend on whether a conversion ran before them.
+    verbosity = absl_logging.get_verbosity()
+    yield
+    absl_logging.set_verbosity(verbosity)
