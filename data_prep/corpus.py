@@ -128,9 +128,13 @@ def _open(path: str):
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
-def _read_lines(path: str, config: CorpusConfig, skips: SkipLog) -> Iterator[tuple[int, str]]:
-    """(line number, decoded line without line ending) of the good lines of a file."""
-    limit = config.max_line_bytes
+def read_lines(path: str, max_line_bytes: int, skips: SkipLog) -> Iterator[tuple[int, str]]:
+    """(line number, decoded line without line ending) of the good lines of a (gzip) file.
+
+    Empty files, lines over `max_line_bytes`, NUL bytes, invalid UTF-8 and read errors are
+    recorded in `skips` (file, line, reason) and skipped.
+    """
+    limit = max_line_bytes
     number = 0
     try:
         with _open(path) as f:
@@ -241,7 +245,7 @@ def read_documents(paths: Sequence[str], config: CorpusConfig, skips: SkipLog) -
     for file_number, path in enumerate(paths):
         logging.info("reading %s (%d/%d)", path, file_number + 1, len(paths))
         builder = _DocumentBuilder(path, index, config.max_document_chars)
-        lines = _read_lines(path, config, skips)
+        lines = read_lines(path, config.max_line_bytes, skips)
         units = (_sentence_lines(lines) if config.input_format == "sentences"
                  else _paragraph_sentences(lines, config))
         produced = 0

@@ -11,8 +11,6 @@ copy of the corpus); SentencePiece samples `input_sentence_size` lines by reserv
 from __future__ import annotations
 
 import dataclasses
-import glob
-import gzip
 import os
 import shutil
 import tempfile
@@ -23,6 +21,7 @@ from sentencepiece import sentencepiece_model_pb2
 from absl import logging
 
 from albert_tf.tokenization import preprocess_text
+from data_prep import corpus
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")
 USER_DEFINED_SYMBOLS = ("(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac")
@@ -47,46 +46,20 @@ class VocabResult:
     model_path: str
     vocab_path: str
     lines_used: int = 0
-    lines_skipped: dict[str, int] = dataclasses.field(default_factory=dict)
+    lines_skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # reason -> lines
 
 
-def expand_input_patterns(input_patterns: str | Sequence[str]) -> list[str]:
-    """Comma-separated globs (or a list of them) -> sorted file paths; error if nothing matches."""
-    if isinstance(input_patterns, str):
-        input_patterns = input_patterns.split(",")
-    patterns = [p.strip() for p in input_patterns if p.strip()]
-    files = sorted({f for p in patterns for f in glob.glob(p) if os.path.isfile(f)})
-    if not files:
-        raise FileNotFoundError(f"no input files match {','.join(patterns) or '(empty --input_file)'}")
-    return files
-
-
-def _training_lines(files: Sequence[str], do_lower_case: bool, result: VocabResult) -> Iterator[str]:
-    """Preprocessed non-empty lines of all files; undecodable or NUL-containing lines are skipped."""
+def _training_lines(files: Sequence[str], do_lower_case: bool, skips: corpus.SkipLog,
+                    result: VocabResult) -> Iterator[str]:
+    """Preprocessed non-empty lines of all files; bad lines are skipped and counted in `skips`."""
     for path in files:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:
-            for line_number, raw in enumerate(f, start=1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    _skip(result, "invalid_utf8", path, line_number)
-                    continue
-                if "\0" in line:
-                    _skip(result, "nul_byte", path, line_number)
-                    continue
-                text = preprocess_text(line, lower=do_lower_case)
-                if text:
-                    result.lines_used += 1
-                    if result.lines_used % 1_000_000 == 0:
-                        logging.info("vocab: read %d lines (now in %s)", result.lines_used, path)
-                    yield text
-
-
-def _skip(result: VocabResult, reason: str, path: str, line_number: int) -> None:
-    if reason not in result.lines_skipped:
-        logging.warning("vocab: skipping %s:%d (%s); further such lines are only counted", path, line_number, reason)
-    result.lines_skipped[reason] = result.lines_skipped.get(reason, 0) + 1
+        for _, line in corpus.read_lines(path, corpus.CorpusConfig().max_line_bytes, skips):
+            text = preprocess_text(line, lower=do_lower_case)
+            if text:
+                result.lines_used += 1
+                if result.lines_used % 1_000_000 == 0:
+                    logging.info("vocab: read %d lines (now in %s)", result.lines_used, path)
+                yield text
 
 
 def train_vocab(input_patterns: str | Sequence[str], output_dir: str, model_prefix: str = "30k-clean",
@@ -96,7 +69,8 @@ def train_vocab(input_patterns: str | Sequence[str], output_dir: str, model_pref
     Both files appear under their final names only when training succeeded (written in a temporary
     directory inside `output_dir`, then renamed), so an interrupted run leaves no finished-looking file.
     """
-    files = expand_input_patterns(input_patterns)
+    files = corpus.expand_inputs(input_patterns)
+    skips = corpus.SkipLog()
     if os.sep in model_prefix or not model_prefix:
         raise ValueError(f"model_prefix must be a plain file name, got {model_prefix!r}")
     try:
@@ -107,9 +81,10 @@ def train_vocab(input_patterns: str | Sequence[str], output_dir: str, model_pref
     result = VocabResult(os.path.join(output_dir, f"{model_prefix}.model"),
                          os.path.join(output_dir, f"{model_prefix}.vocab"))
     try:
-        lines = _training_lines(files, config.do_lower_case, result)
+        lines = _training_lines(files, config.do_lower_case, skips, result)
         first = next(lines, None)
         if first is None:
+            result.lines_skipped = _skip_counts(skips)
             raise ValueError(f"no text to train on: {', '.join(files)} hold no non-empty lines "
                              f"(skipped: {result.lines_skipped or 'none'})")
         logging.info("vocab: training a %d-piece unigram model on %s", config.vocab_size, ", ".join(files))
@@ -130,9 +105,14 @@ def train_vocab(input_patterns: str | Sequence[str], output_dir: str, model_pref
             os.replace(os.path.join(tmp_dir, model_prefix + suffix), os.path.join(output_dir, model_prefix + suffix))
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
+    result.lines_skipped = _skip_counts(skips)
     logging.info("vocab: wrote %s from %d lines (skipped %s)", result.model_path, result.lines_used,
                  result.lines_skipped or "none")
     return result
+
+
+def _skip_counts(skips: corpus.SkipLog) -> dict[str, int]:
+    return {entry["reason"]: skips.total(entry["reason"]) for entry in skips.entries()}
 
 
 def _set_model_prefix(model_path: str, model_prefix: str) -> None:

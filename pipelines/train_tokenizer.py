@@ -15,6 +15,7 @@ if not __package__:  # run as a script: make the repository root importable
 
 from absl import app, flags, logging
 
+from data_prep.corpus import InputError
 from data_prep.vocab import VocabConfig, train_vocab
 
 FLAGS = flags.FLAGS
@@ -45,7 +46,7 @@ def main(argv):
                          seed=FLAGS.random_seed)
     try:
         result = train_vocab(FLAGS.input_file, os.path.join(FLAGS.output_dir, prefix_dir), prefix_name, config)
-    except (OSError, ValueError) as e:
+    except (InputError, OSError, ValueError) as e:
         logging.error("%s", e)
         return 1
     print(f"wrote {result.model_path} and {result.vocab_path} from {result.lines_used} lines; "

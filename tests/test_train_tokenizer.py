@@ -12,6 +12,7 @@ import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
 from albert_tf.tokenization import AlbertTokenizer
+from data_prep import corpus
 from data_prep.vocab import VocabConfig, train_vocab
 
 REPO = pathlib.Path(__file__).parent.parent
@@ -77,7 +78,7 @@ def trained_line_count():
 
 
 def test_errors_name_the_input_or_output(tmp_path):
-    with pytest.raises(FileNotFoundError, match="nothing-here"):
+    with pytest.raises(corpus.InputError, match="nothing-here"):
         train_vocab(str(tmp_path / "nothing-here*.txt"), str(tmp_path / "out"), "x", TINY)
     blank = tmp_path / "blank.txt"
     blank.write_text("\n  \n\t\n")
