@@ -118,9 +118,16 @@ def load_tf1_checkpoint(path: str | os.PathLike, config: AlbertConfig | str) -> 
 
 def assign_tf1_checkpoint(model, prefix: str) -> None:
     """Assign every variable of `model` from the TF1 checkpoint at `prefix` (all or nothing)."""
-    reader = tf.train.load_checkpoint(prefix)
-    shapes = {name: tuple(shape) for name, shape in reader.get_variable_to_shape_map().items()
-              if not _SKIPPED.search(name)}
+    assign_tf1_weights(model, read_tf1_checkpoint(prefix), prefix)
+
+
+def assign_tf1_weights(model, tensors: dict[str, np.ndarray], source: str) -> None:
+    """Assign every variable of `model` from {original name: array} (all or nothing).
+
+    Raises `CheckpointMismatchError` naming every missing variable, unexpected variable and
+    shape mismatch of `source`.
+    """
+    shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
     targets = tf1_variable_map(model)
     problems = [f"missing from checkpoint: {name} {tuple(v.shape)}"
                 for name, v in sorted(targets.items()) if name not in shapes]
@@ -131,10 +138,10 @@ def assign_tf1_checkpoint(model, prefix: str) -> None:
                  if name in shapes and shapes[name] != tuple(v.shape)]
     if problems:
         raise CheckpointMismatchError(
-            f"checkpoint {prefix} does not match the config ({len(problems)} problems):\n  "
+            f"checkpoint {source} does not match the config ({len(problems)} problems):\n  "
             + "\n  ".join(problems))
     for name, variable in targets.items():
-        variable.assign(reader.get_tensor(name))
+        variable.assign(tensors[name])
 
 
 def save_tf1_checkpoint(model, path: str | os.PathLike, global_step: int | None = None) -> str:
@@ -174,3 +181,22 @@ def read_tf1_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
     reader = tf.train.load_checkpoint(resolve_checkpoint_prefix(path))
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
             if not _SKIPPED.search(name)}
+
+
+def tf1_weights(model) -> dict[str, np.ndarray]:
+    """{original name: value} of one of our models' weights."""
+    return {name: v.numpy() for name, v in tf1_variable_map(model).items()}
+
+
+def read_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """{original name: array} from a TF1 checkpoint (prefix or directory) or one of our `.keras`
+    files (`AlbertPretrainer`, `AlbertModel` or `AlbertClassifier`)."""
+    import keras
+
+    from albert_tf import classifier  # noqa: F401  (registers AlbertClassifier for load_model)
+    path = os.fspath(path)
+    if path.endswith(".keras"):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"Keras model file not found: {path}")
+        return tf1_weights(keras.saving.load_model(path, compile=False, safe_mode=True))
+    return read_tf1_checkpoint(path)

@@ -144,11 +144,6 @@ class AlbertClassifier(ConfiguredModel):
 
 # --- TF1 names ----------------------------------------------------------------------------------
 
-def tf1_weights(model) -> dict[str, np.ndarray]:
-    """{original name: value} of a model's weights (pretrainer, backbone or classifier)."""
-    return {name: v.numpy() for name, v in checkpoints.tf1_variable_map(model).items()}
-
-
 def assign_classifier_weights(model: AlbertClassifier, tensors: Mapping[str, np.ndarray],
                               source: str, require_head: bool) -> bool:
     """Assigns `model` from {original name: array}; returns whether the head was loaded.
@@ -182,21 +177,10 @@ def assign_classifier_weights(model: AlbertClassifier, tensors: Mapping[str, np.
     return head_ok
 
 
-def read_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """{original name: array} from a TF1 checkpoint (prefix or directory) or one of our `.keras`
-    files (`AlbertPretrainer`, `AlbertModel` or `AlbertClassifier`)."""
-    path = os.fspath(path)
-    if path.endswith(".keras"):
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"Keras model file not found: {path}")
-        return tf1_weights(keras.saving.load_model(path, compile=False, safe_mode=True))
-    return checkpoints.read_tf1_checkpoint(path)
-
-
 def initialize_from_checkpoint(model: AlbertClassifier, path: str | os.PathLike) -> bool:
     """Fine-tuning init: backbone from a pretraining or classifier checkpoint (TF1 or `.keras`);
     the head too when the checkpoint has one of the same shape. Returns whether it did."""
-    head_loaded = assign_classifier_weights(model, read_weights(path), os.fspath(path),
+    head_loaded = assign_classifier_weights(model, checkpoints.read_weights(path), os.fspath(path),
                                             require_head=False)
     logging.info("Initialised the backbone%s from %s", " and head" if head_loaded else "", path)
     return head_loaded
@@ -204,4 +188,4 @@ def initialize_from_checkpoint(model: AlbertClassifier, path: str | os.PathLike)
 
 def load_classifier_checkpoint(model: AlbertClassifier, path: str | os.PathLike) -> None:
     """Loads a complete classifier checkpoint (ours or the original's), head included."""
-    assign_classifier_weights(model, read_weights(path), os.fspath(path), require_head=True)
+    assign_classifier_weights(model, checkpoints.read_weights(path), os.fspath(path), require_head=True)

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints import assign_tf1_checkpoint, resolve_checkpoint_prefix, save_tf1_checkpoint
+from albert_tf.checkpoints import assign_tf1_weights, read_weights, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.distribution import is_chief
 from albert_tf.input_pipeline import pretraining_dataset, pretraining_dataset_fn
@@ -92,15 +92,7 @@ def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -
 
 def load_initial_weights(model: AlbertPretrainer, path: str) -> None:
     """Initialise from an original TF1 checkpoint or from one of our `.keras` files."""
-    if path.endswith(".keras"):
-        source = {v.path: v for v in keras.saving.load_model(path).weights}
-        missing = [v.path for v in model.weights if v.path not in source]
-        if missing:
-            raise SettingsError(f"{path} lacks {len(missing)} variables of the model: {missing[:5]}")
-        for variable in model.weights:
-            variable.assign(source[variable.path])
-    else:
-        assign_tf1_checkpoint(model, resolve_checkpoint_prefix(path))
+    assign_tf1_weights(model, read_weights(path), path)
     logging.info("initialised weights from %s", path)
 
 

@@ -10,10 +10,9 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig
 from albert_tf.checkpoints import (CheckpointMismatchError, load_tf1_checkpoint,
-                                   save_tf1_checkpoint, tf1_variable_map)
+                                   save_tf1_checkpoint, tf1_variable_map, tf1_weights)
 from albert_tf.classifier import (AlbertClassifier, assign_classifier_weights,
-                                  initialize_from_checkpoint, load_classifier_checkpoint,
-                                  tf1_weights)
+                                  initialize_from_checkpoint, load_classifier_checkpoint)
 from albert_tf.optimization import uses_weight_decay
 
 CHECKPOINTS = pathlib.Path(__file__).parent / "fixtures" / "original_checkpoints"

@@ -164,3 +164,25 @@ def test_tpu_flag_without_a_tpu_fails_clearly(tmp_path):
         output, _ = run_cli(*cli_args(tmp_path), f"--tpu={address}").communicate(timeout=300)
         assert message in output
         assert "Traceback" not in output
+
+
+def test_initial_weights_from_an_original_checkpoint_or_a_keras_file(tmp_path):
+    from albert_tf.checkpoints import CheckpointMismatchError
+    from albert_tf.model import AlbertPretrainer
+    from albert_tf.pretraining import load_initial_weights
+
+    folder = ROOT / "tests/fixtures/original_checkpoints/albert_tiny_shared_training"
+    config = AlbertConfig.from_json_file(folder / "albert_config.json")
+    from_tf1 = AlbertPretrainer(config)
+    load_initial_weights(from_tf1, str(folder))  # optimizer slots and step are skipped
+    expected = np.load(folder / "expected.npz")
+    pooled = from_tf1({k: expected[k] for k in ("input_ids", "input_mask", "segment_ids",
+                                                 "masked_lm_positions")})["pooled_output"]
+    np.testing.assert_allclose(pooled, expected["pooled_output"], atol=2e-5)
+    from_tf1.save(tmp_path / "init.keras")
+    from_keras = AlbertPretrainer(config)
+    load_initial_weights(from_keras, str(tmp_path / "init.keras"))
+    for a, b in zip(from_tf1.weights, from_keras.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    with pytest.raises(CheckpointMismatchError, match="shape mismatch: bert/embeddings/word_embeddings"):
+        load_initial_weights(AlbertPretrainer(AlbertConfig(**TINY)), str(tmp_path / "init.keras"))
