@@ -8,7 +8,6 @@ numbers. `eval_results.json` here names both the **final** and the **best** chec
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -19,6 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import glue_metrics
+from albert_tf.json_files import write_json
 
 CHECKPOINT_PREFIX = "model.ckpt"
 BEST_CHECKPOINT = "model.ckpt-best"
@@ -35,24 +35,6 @@ def list_checkpoints(output_dir: str) -> list[tuple[int, str]]:
         if match:
             found.append((int(match.group(1)), os.path.join(output_dir, name[:-len(".index")])))
     return sorted(found)
-
-
-def _json_safe(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # NaN (an undefined correlation) is not valid JSON
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-def write_json(path: str, value) -> None:
-    """Writes JSON to a temporary name, then renames it into place."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(_json_safe(value), f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(path + ".tmp", path)
 
 
 def predict_logits(model, dataset: tf.data.Dataset) -> np.ndarray:

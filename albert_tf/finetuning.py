@@ -29,8 +29,9 @@ from absl import logging
 
 from albert_tf import checkpoints, classifier, glue
 from albert_tf.checkpoint_selection import (BEST_CHECKPOINT, CHECKPOINT_PREFIX,
-                                            CheckpointEvaluator, list_checkpoints, write_json)
+                                            CheckpointEvaluator, list_checkpoints)
 from albert_tf.config import AlbertConfig
+from albert_tf.json_files import write_json
 from albert_tf.glue_inputs import encode_split, make_dataset
 from albert_tf.optimization import create_optimizer
 from albert_tf.tokenization import AlbertTokenizer

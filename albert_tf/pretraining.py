@@ -21,6 +21,7 @@ from absl import logging
 from albert_tf.checkpoints import assign_tf1_weights, read_weights, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.distribution import is_chief
+from albert_tf.json_files import write_json
 from albert_tf.input_pipeline import pretraining_dataset, pretraining_dataset_fn
 from albert_tf.model import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
@@ -201,7 +202,7 @@ def evaluate(model, o: PretrainingOptions, strategy, step: int, write_dir: str |
     metrics.update(global_step=step, eval_input_file=source, held_out=bool(o.eval_input_file))
     logging.info("eval at step %d: %s", step, json.dumps(metrics, sort_keys=True))
     if write_dir:
-        _write_json(os.path.join(write_dir, "eval_results.json"), metrics)
+        write_json(os.path.join(write_dir, "eval_results.json"), metrics)
     return metrics
 
 
@@ -215,9 +216,3 @@ def _export(model, work_dir: str, step: int) -> dict:
     model.config.to_json_file(os.path.join(work_dir, "tf1", "albert_config.json"))
     logging.info("wrote %s and TF1 checkpoint %s", keras_path, tf1_prefix)
     return {"keras_model": keras_path, "tf1_checkpoint": tf1_prefix}
-
-
-def _write_json(path: str, values: dict) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(values, f, indent=2, sort_keys=True)
-    os.replace(path + ".tmp", path)
