@@ -134,7 +134,7 @@ class AlbertClassifier(ConfiguredModel):
             labels = ops.reshape(ops.cast(self._labels(x, y), "int64"), (-1,))
             correct = ops.equal(ops.argmax(y_pred["logits"], axis=-1), labels)
             self.accuracy_tracker.update_state(ops.cast(correct, "float32"))
-        return self.get_metrics_result()
+        return self.step_logs()
 
     @property
     def metrics(self):

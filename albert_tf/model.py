@@ -53,6 +53,25 @@ class ConfiguredModel(keras.Model):
         config = dict(config)
         return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
 
+    # --- Workarounds for Keras 3.15 `fit` under MultiWorkerMirroredStrategy (TF backend) ---
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Keras takes one batch and all-reduces it, only to trace shapes for whatever is unbuilt.
+        # A functional model compiled without losses/metrics has nothing unbuilt, and that reduce
+        # of a dict batch fails under MultiWorkerMirroredStrategy (and wastes a batch).
+        nothing_to_build = self.built and all(
+            part is None or part.built
+            for part in (self._compile_metrics, self._compile_loss, self.optimizer))
+        if not nothing_to_build:
+            super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
+    def step_logs(self) -> dict:
+        """The metric results a train/test step returns (`compute_metrics` ends with this)."""
+        results = self.get_metrics_result()
+        if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            # Keras reduces multi-worker step logs with a mean over axis 0: needs rank >= 1.
+            results = {name: ops.reshape(value, (1,)) for name, value in results.items()}
+        return results
+
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertModel(ConfiguredModel):
@@ -154,16 +173,6 @@ class AlbertPretrainer(ConfiguredModel):
         # Extra features of a TFRecord (labels, token_boundary) pass through `fit` untouched.
         return super().call({k: inputs[k] for k in self.input_names_}, training=training)
 
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        # Keras 3.15 (TF backend) takes one batch and all-reduces it, only to trace shapes for
-        # whatever is unbuilt. A functional model compiled without losses/metrics has nothing
-        # unbuilt, and that reduce of a dict batch fails under MultiWorkerMirroredStrategy.
-        nothing_to_build = self.built and all(
-            part is None or part.built
-            for part in (self._compile_metrics, self._compile_loss, self.optimizer))
-        if not nothing_to_build:
-            super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
-
     @property
     def input_names_(self):
         return (*BACKBONE_INPUTS, "masked_lm_positions")
@@ -203,11 +212,7 @@ class AlbertPretrainer(ConfiguredModel):
         t["sentence_order_loss"].update_state(
             sentence_order_loss(y_pred["sop_logits"], x["next_sentence_labels"]))
         t["sentence_order_accuracy"].update_state(ops.cast(sop_correct, "float32"))
-        results = self.get_metrics_result()
-        if isinstance(self.distribute_strategy, tf.distribute.MultiWorkerMirroredStrategy):
-            # Keras 3.15 reduces multi-worker logs with a mean over axis 0, which needs rank >= 1.
-            results = {name: ops.reshape(value, (1,)) for name, value in results.items()}
-        return results
+        return self.step_logs()
 
     @property
     def metrics(self):
