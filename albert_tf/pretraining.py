@@ -147,7 +147,7 @@ def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
         step = optimizer_step(model)
         results["global_step"] = step
         if o.do_eval:
-            results["eval"] = evaluate(model, o, strategy, step, work_dir if chief else None)
+            results["eval"] = evaluate(model, o, step, work_dir if chief else None)
         logging.info("final weights checksum %.10g",
                      sum(float(np.abs(v.numpy()).sum()) for v in model.weights))
         if chief:
@@ -185,7 +185,7 @@ def _train(model, manager, o: PretrainingOptions, strategy, work_dir: str) -> li
     return monitor.history
 
 
-def evaluate(model, o: PretrainingOptions, strategy, step: int, write_dir: str | None) -> dict:
+def evaluate(model, o: PretrainingOptions, step: int, write_dir: str | None) -> dict:
     """The original eval metrics over at most `max_eval_steps` batches of held-out data (or of the
     training data, as the original did, when no `eval_input_file` is given)."""
     source = o.eval_input_file or o.input_file
