@@ -17,6 +17,13 @@ class ParityThresholds:
     variants to top-1 agreement (MLM predictions at real masked positions, or the classifier's
     predicted class) and to the cosine of the pooled output (classifier: probabilities) of every
     example.
+
+    The fp16 limit is per unit of the output's scale: `fp16_max_abs_diff * max(1, max |output|)`.
+    fp16 weights carry a relative rounding error of 2^-11, so an output's error grows with its
+    magnitude: a trained checkpoint's MLM logits (|logit| up to ~10) miss a flat 1e-2 by 2-3x
+    (0.017-0.027 on the original code's checkpoints) while being exactly as good as fp16 weights
+    allow (simulating the rounding in Keras gives the same 0.023). Outputs within [-1, 1] (the
+    pooled output, probabilities) keep the flat 1e-2.
     """
 
     saved_model_max_abs_diff: float = 1e-5
@@ -34,13 +41,15 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def parity_figures(reference: dict[str, np.ndarray], candidate: dict[str, np.ndarray],
                    masked_lm_weights: np.ndarray) -> dict[str, float]:
-    """`max_abs_diff/<output>` for each output, plus `top1_agreement`, `min_cosine` and
+    """`max_abs_diff/<output>` and `max_abs/<output>` (its scale) for each output, plus
+    `top1_agreement`, `min_cosine` and
     `mean_cosine` where the outputs have MLM logits, a pooled output or probabilities."""
     missing = sorted(set(reference) - set(candidate))
     if missing:
         raise KeyError(f"exported outputs lack {missing}; they have {sorted(candidate)}")
     figures = {f"max_abs_diff/{k}": float(np.max(np.abs(candidate[k] - reference[k]), initial=0.0))
                for k in reference}
+    figures |= {f"max_abs/{k}": float(np.max(np.abs(v), initial=0.0)) for k, v in reference.items()}
     if "mlm_logits" in reference:
         real = masked_lm_weights > 0
         agree = reference["mlm_logits"].argmax(-1) == candidate["mlm_logits"].argmax(-1)
@@ -60,7 +69,7 @@ def merge_figures(figures_list: list[dict[str, float]]) -> dict[str, float]:
     merged = {}
     for figures in figures_list:
         for key, value in figures.items():
-            worst = max if key.startswith("max_abs_diff/") else min
+            worst = max if key.startswith(("max_abs_diff/", "max_abs/")) else min
             merged[key] = value if key not in merged else worst(merged[key], value)
     return merged
 
@@ -80,6 +89,13 @@ def parity_failures(kind: str, figures: dict[str, float],
     limit = {"tflite_fp32": thresholds.fp32_max_abs_diff,
              "tflite_fp16": thresholds.fp16_max_abs_diff,
              "saved_model": thresholds.saved_model_max_abs_diff}[kind]
-    return [f"{key.split('/', 1)[1]} max abs diff {value:.3g} > {limit:g}"
-            for key, value in figures.items()
-            if key.startswith("max_abs_diff/") and not value <= limit]  # NaN fails
+    failures = []
+    for key, value in figures.items():
+        if not key.startswith("max_abs_diff/"):
+            continue
+        output = key.split("/", 1)[1]
+        scale = max(1.0, figures.get(f"max_abs/{output}", 1.0)) if kind == "tflite_fp16" else 1.0
+        if not value <= limit * scale:  # NaN fails
+            why = f" ({limit:g} x output scale {scale:.3g})" if scale > 1.0 else ""
+            failures.append(f"{output} max abs diff {value:.3g} > {limit * scale:.3g}{why}")
+    return failures

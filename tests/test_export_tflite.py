@@ -55,6 +55,16 @@ def test_parity_gates():
     assert parity_failures("tflite_int8", figures, thresholds) == ["top-1 agreement 0.6667 < 0.95"]
     assert parity_failures("tflite_fp16", figures, thresholds) == [
         "pooled_output max abs diff 0.1 > 0.01", "mlm_logits max abs diff 1 > 0.01"]
+    # fp16's limit scales with an output's magnitude beyond 1 (logits), not below it.
+    large = {"pooled_output": reference["pooled_output"], "mlm_logits": 20 * reference["mlm_logits"]}
+    off = {"pooled_output": large["pooled_output"] + 0.005, "mlm_logits": large["mlm_logits"] + 0.15}
+    large_figures = parity_figures(large, off, weights)
+    assert large_figures["max_abs/mlm_logits"] == 20.0
+    assert parity_failures("tflite_fp16", large_figures, thresholds) == []
+    off["mlm_logits"] += 0.1
+    assert parity_failures("tflite_fp16", parity_figures(large, off, weights), thresholds) == [
+        "mlm_logits max abs diff 0.25 > 0.2 (0.01 x output scale 20)"]
+    assert len(parity_failures("tflite_fp32", large_figures, thresholds)) == 2
     nan = {k: np.full_like(v, np.nan) for k, v in reference.items()}
     nan_figures = parity_figures(reference, nan, weights)
     assert len(parity_failures("tflite_fp32", nan_figures, thresholds)) == 2
@@ -138,3 +148,18 @@ def test_full_int8_of_an_original_checkpoint_passes(tmp_path):
     figures = parity_figures(reference, run_all(path, SIGNATURES, held_out),
                              held_out["masked_lm_weights"])
     assert figures["top1_agreement"] >= 0.95 and figures["min_cosine"] >= 0.99, figures
+
+
+def test_fp16_of_an_original_checkpoint_passes_at_its_output_scale(tmp_path):
+    """Trained logits reach ~9: fp16 weights put them ~0.02 off, which a flat 1e-2 would refuse."""
+    folder = FIXTURES / "original_checkpoints" / "albert_tiny_shared"
+    model = load_tf1_checkpoint(folder, folder / "albert_config.json")
+    report = export_model(serving_head("pretrainer", model), ExportConfig(
+        output_dir=str(tmp_path), max_seq_length=32, max_predictions_per_seq=5,
+        formats=("tflite_fp16",), latency_runs=2))
+    entry = report["artifacts"]["tflite_fp16"]
+    figures = entry["figures"]
+    assert entry["failures"] == []
+    assert 1e-2 < figures["max_abs_diff/mlm_logits"] <= 1e-2 * figures["max_abs/mlm_logits"]
+    assert figures["max_abs_diff/pooled_output"] <= 1e-2
+    assert (tmp_path / "albert_tflite" / "1" / "albert_fp16.tflite").exists()
