@@ -57,7 +57,7 @@ class PretrainingOptions:
     do_eval: bool = False
     mixed_precision: str = "none"
     gradient_accumulation_steps: int = 1
-    jit_compile: bool | None = None  # None: XLA wherever Keras supports it for the strategy
+    jit_compile: bool | None = None  # None: see `use_xla`
     log_every_steps: int = 100
     shuffle_buffer: int = 100
     seed: int | None = None
@@ -97,11 +97,18 @@ def load_initial_weights(model: AlbertPretrainer, path: str) -> None:
     logging.info("initialised weights from %s", path)
 
 
-def _use_xla(options: PretrainingOptions, strategy: tf.distribute.Strategy) -> bool:
+def use_xla(options: PretrainingOptions, strategy: tf.distribute.Strategy) -> bool:
+    """Whether the train step is XLA-compiled: `options.jit_compile` if set, else the default."""
     if options.jit_compile is not None:
         return options.jit_compile
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return True
+    if options.mixed_precision == "bf16" and not tf.config.list_logical_devices("GPU"):
+        # XLA:CPU runs bf16 matmuls without AMX; oneDNN (no XLA) runs them ~2.5x faster
+        # (benchmarks/model_throughput.py --dtype_policy=mixed_bfloat16, with and without XLA).
+        return False
     # Keras 3.15 fails to XLA-compile a train step spanning several local devices.
-    return strategy.num_replicas_in_sync == 1 or isinstance(strategy, tf.distribute.TPUStrategy)
+    return strategy.num_replicas_in_sync == 1
 
 
 def _steps_per_execution(options: PretrainingOptions) -> int:
@@ -129,7 +136,7 @@ def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
                 poly_power=o.poly_power, start_warmup_step=o.start_warmup_step,
                 gradient_accumulation_steps=(o.gradient_accumulation_steps
                                              if o.gradient_accumulation_steps > 1 else None))
-            model.compile(optimizer=optimizer, jit_compile=_use_xla(o, strategy),
+            model.compile(optimizer=optimizer, jit_compile=use_xla(o, strategy),
                           steps_per_execution=_steps_per_execution(o))
             model.optimizer.build(model.trainable_variables)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)

@@ -16,7 +16,7 @@ import tensorflow as tf
 from albert_tf import AlbertConfig
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.distribution import build_strategy
-from albert_tf.pretraining import PretrainingOptions, run_pretraining
+from albert_tf.pretraining import PretrainingOptions, run_pretraining, use_xla
 from albert_tf.training_callbacks import NonFiniteLossError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -100,6 +100,15 @@ def test_divergence_stops_and_keeps_the_last_good_checkpoint(tmp_path):
         value = reader.get_tensor(name)
         if np.issubdtype(np.asarray(value).dtype, np.floating):
             assert np.isfinite(value).all(), name
+
+
+def test_xla_by_default_except_bf16_on_cpu_and_the_flag_wins(tmp_path):
+    one_device = build_strategy("one_device")
+    assert use_xla(options(tmp_path), one_device)
+    assert use_xla(options(tmp_path, mixed_precision="fp16"), one_device)
+    assert not use_xla(options(tmp_path, mixed_precision="bf16"), one_device)  # no GPU here
+    assert use_xla(options(tmp_path, mixed_precision="bf16", jit_compile=True), one_device)
+    assert not use_xla(options(tmp_path, jit_compile=False), one_device)
 
 
 def test_invalid_settings_name_the_flag(tmp_path):
