@@ -104,7 +104,7 @@ def use_xla(options: PretrainingOptions, strategy: tf.distribute.Strategy) -> bo
     if isinstance(strategy, tf.distribute.TPUStrategy):
         return True
     if options.mixed_precision == "bf16" and not tf.config.list_logical_devices("GPU"):
-        # XLA:CPU runs bf16 matmuls without AMX; oneDNN (no XLA) runs them ~2.5x faster
+        # XLA:CPU runs bf16 matmuls without AMX; oneDNN (no XLA) runs them ~2.2x faster
         # (benchmarks/model_throughput.py --dtype_policy=mixed_bfloat16, with and without XLA).
         return False
     # Keras 3.15 fails to XLA-compile a train step spanning several local devices.

@@ -64,7 +64,7 @@ flags.DEFINE_integer("shuffle_buffer", 100, "Record shuffle buffer (the original
 flags.DEFINE_integer("seed", None, "Seed for the input order (None: nondeterministic, as the "
                      "original's sloppy interleave).")
 flags.DEFINE_bool("jit_compile", None, "XLA-compile the train step (default: wherever Keras "
-                  "supports it for the strategy, except bf16 on CPU, which runs ~2.5x faster "
+                  "supports it for the strategy, except bf16 on CPU, which runs ~2.2x faster "
                   "through oneDNN's AMX kernels than through XLA:CPU).")
 
 
