@@ -42,8 +42,8 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def parity_figures(reference: dict[str, np.ndarray], candidate: dict[str, np.ndarray],
                    masked_lm_weights: np.ndarray) -> dict[str, float]:
     """`max_abs_diff/<output>` and `max_abs/<output>` (its scale) for each output, plus
-    `top1_agreement`, `min_cosine` and
-    `mean_cosine` where the outputs have MLM logits, a pooled output or probabilities."""
+    `top1_agreement`, `min_cosine` and `mean_cosine` where the outputs have MLM logits, a pooled
+    output or probabilities."""
     missing = sorted(set(reference) - set(candidate))
     if missing:
         raise KeyError(f"exported outputs lack {missing}; they have {sorted(candidate)}")
