@@ -99,6 +99,16 @@ def save_fixed_shape_model(head: ServingHead, path: str, max_seq_length: int, ma
     return list(functions)
 
 
+def representative_dataset(head: ServingHead,
+                           examples: dict[str, np.ndarray]) -> Callable[[], Iterator]:
+    """The converter's calibration source: every example, one at a time, for every signature."""
+    def representative():
+        for i in range(len(examples["input_ids"])):
+            for name, names in head.signature_inputs.items():
+                yield name, {k: examples[k][i:i + 1] for k in names}
+    return representative
+
+
 def op_names(model: bytes) -> list[str]:
     """The distinct operators of a TFLite flatbuffer: builtin names; custom ones CUSTOM:<code>."""
     parsed = schema.Model.GetRootAsModel(model, 0)
@@ -161,16 +171,12 @@ def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length
             sources[key] = (path, signatures)
         return sources[key]
 
-    def representative():
-        for i in range(len(calibration["input_ids"])):
-            for name, names in head.signature_inputs.items():
-                yield name, {k: calibration[k][i:i + 1] for k in names}
-
     staged = {}
     for variant in variants:
         logging.info("Converting %s", variant)
         model = convert(*source(variant), variant,
-                        representative if variant == "tflite_int8" else None,
+                        representative_dataset(head, calibration)
+                        if variant == "tflite_int8" else None,
                         shared_weights="mlm" in head.signature_inputs)
         failures = [f"non-builtin ops: {ops}"] if (ops := non_builtin_ops(model)) else []
         interpreter = Interpreter(model_content=model)

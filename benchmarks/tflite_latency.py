@@ -29,7 +29,8 @@ from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export_data import examples_from_text
 from albert_tf.export_savedmodel import ServingHead
 from albert_tf.export_tflite import (INT8_MASK_ADDER, VARIANTS, convert, latency_ms,
-                                     non_builtin_ops, save_fixed_shape_model)
+                                     non_builtin_ops, representative_dataset,
+                                     save_fixed_shape_model)
 from albert_tf.keras_hub_interop import to_keras_hub
 from albert_tf.layers import MASK_ADDER
 from albert_tf.tokenization import AlbertTokenizer
@@ -70,15 +71,11 @@ def export_ours(model, examples, directory) -> dict[str, str]:
         path = os.path.join(directory, f"ours_source_{key}")
         sources[key] = (path, save_fixed_shape_model(head, path, FLAGS.seq_length, 20, adder))
 
-    def representative():
-        for i in range(len(examples["input_ids"])):
-            for name, names in head.signature_inputs.items():
-                yield name, {k: examples[k][i:i + 1] for k in names}
-
     paths = {}
     for variant in VARIANTS:
         tflite = convert(*sources["int8" if variant == "tflite_int8" else "float"], variant,
-                         representative if variant == "tflite_int8" else None, shared_weights=True)
+                         representative_dataset(head, examples) if variant == "tflite_int8" else None,
+                         shared_weights=True)
         assert not non_builtin_ops(tflite), variant
         paths[variant] = os.path.join(directory, f"ours_{variant}.tflite")
         with open(paths[variant], "wb") as f:
