@@ -5,7 +5,7 @@ Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
     <model_name>/<version>/                ids SavedModel: stock TF ops only
     <model_name>_preprocessing/<version>/  text -> ids SavedModel (tensorflow-text ops)
     <model_name>_text/<version>/           text -> outputs SavedModel (tensorflow-text ops)
-    <model_name>_tflite/<version>/         <model_name>_{fp32,fp16,int8_dynamic,int8}.tflite
+    <model_name>_tflite/<version>/         <model_name>_{fp32,fp16,int8_dynamic,int8,int8_integer_only}.tflite
     export_report_<model_name>_<version>.json
 
 Everything is built in a staging directory beside them, checked, and renamed into place only once
@@ -31,7 +31,7 @@ from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.export_parity import ParityThresholds
 from albert_tf.export_savedmodel import HEADS, ServingHead, build_saved_models
-from albert_tf.export_tflite import VARIANTS, build_tflite_variants
+from albert_tf.export_tflite import CALIBRATED_VARIANTS, VARIANTS, build_tflite_variants
 from albert_tf.model import BACKBONE_INPUTS, AlbertModel
 from albert_tf.tf_tokenization import AlbertPreprocessingLayer
 from albert_tf.tokenization import AlbertTokenizer
@@ -85,8 +85,10 @@ class ExportConfig:
         if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
             raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be in "
                              f"[1, max_seq_length={self.max_seq_length}]")
-        if "tflite_int8" in self.formats and not self.representative_data:
-            raise ValueError("tflite_int8 is calibrated on real inputs: give representative_data")
+        if calibrated := [f for f in self.formats if f in CALIBRATED_VARIANTS]:
+            if not self.representative_data:
+                raise ValueError(f"{', '.join(calibrated)} calibrated on real inputs: give "
+                                 f"representative_data")
 
     def destinations(self) -> dict[str, str]:
         """Final path of each artifact this config may write, by key."""

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-INT8_VARIANTS = ("tflite_int8_dynamic", "tflite_int8")
+INT8_VARIANTS = ("tflite_int8_dynamic", "tflite_int8", "tflite_int8_integer_only")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,9 +3,11 @@
 Each variant is converted with `supported_ops` limited to TFLite builtins (the converter fails on
 anything else, so no Flex / SELECT_TF_OPS op can slip in) and its op list is checked again after
 conversion. Variants: `tflite_fp32`; `tflite_fp16` (fp16 weights, fp32 compute);
-`tflite_int8_dynamic` (int8 weights, activations quantized on the fly); `tflite_int8` (full
-integer: int8 weights and activations calibrated on representative examples; int32 ids in,
-float32 outputs out).
+`tflite_int8_dynamic` (int8 weights, activations quantized on the fly); `tflite_int8` (static
+int8: the matmuls' weights and activations in int8, their activation ranges calibrated on
+representative examples; the ops LiteRT's CPU engine cannot run in int8 stay float);
+`tflite_int8_integer_only` (every op int8, for integer-only accelerators). Both int8 ones take
+int32 ids in and give float32 outputs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
+# The quantizer behind tf.lite.experimental.QuantizationDebugger's op denylist; the converter's
+# public options have no per-op switch.
+from tensorflow.lite.python import convert as lite_convert
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
 
@@ -27,9 +32,21 @@ from albert_tf.export_parity import ParityThresholds, merge_figures, parity_fail
 from albert_tf.export_savedmodel import (POSITIONS, ServingHead, save_with_signatures,
                                          signature_function)
 from albert_tf.model import BACKBONE_INPUTS
+from albert_tf.tflite_tied_table import share_tied_embedding_table
 
-VARIANTS = ("tflite_fp32", "tflite_fp16", "tflite_int8_dynamic", "tflite_int8")
-# Full-integer models quantize `scores + mask bias` to 256 levels over its calibrated range: with
+VARIANTS = ("tflite_fp32", "tflite_fp16", "tflite_int8_dynamic", "tflite_int8",
+            "tflite_int8_integer_only")
+CALIBRATED_VARIANTS = ("tflite_int8", "tflite_int8_integer_only")
+# `tflite_int8` keeps these ops in float. XNNPACK (LiteRT's default CPU engine) has no int8 kernel
+# for the first five, and none for the int8 variance + 1e-12 of layer norm (an epsilon 6 orders
+# below the variance's scale); each op it cannot take cuts its graph and runs single-threaded on a
+# builtin kernel. All int8, ALBERT-base splits into 101 XNNPACK partitions and takes ~130 ms on 1
+# thread and as long on 2; with these in float it is one partition per signature, ~30 ms on 1
+# thread and ~20 ms on 2 (benchmarks/tflite_latency.py). The matmuls, where the time and the weights
+# are, stay int8.
+INT8_FLOAT_OPS = ("BATCH_MATMUL", "SOFTMAX", "GELU", "RSQRT", "SQUARED_DIFFERENCE", "MEAN",
+                  "ADD", "SUB", "MUL")
+# Integer-only models quantize `scores + mask bias` to 256 levels over its calibrated range: with
 # the original -10000 on padded keys a level is ~40 and every real score rounds to the same value
 # (MLM top-1 agreement 0.27 on the original code's tiny checkpoint). -30 keeps padded keys at
 # exp(-30) ~ 1e-13 of the softmax (nothing at int8 resolution) and gives 0.91 there.
@@ -43,29 +60,38 @@ def convert(saved_model_dir: str, signatures: list[str], variant: str,
             shared_weights: bool = False) -> bytes:
     """Convert the fixed-shape SavedModel's `signatures` to the TFLite `variant`.
 
-    `representative` (needed by `tflite_int8`) yields (signature, {input: [1, ...] array}) pairs.
+    `representative` (needed by the calibrated int8 variants) yields
+    (signature, {input: [1, ...] array}) pairs.
     `shared_weights`: the model feeds one weight to a dense layer and to another op (the MLM
     decoder is the word-embedding table, also read by GATHER). int8 variants then quantize dense
-    weights per tensor rather than per output channel, so that both uses get the same int8 bytes
-    and the file holds the table once (a second int8 copy of ALBERT-base's 3.8M-entry table would
-    take the int8/fp32 size ratio from ~0.25 to ~0.33). The parity check covers the accuracy this
-    costs. (The switch is a private converter attribute: the public API has no per-layer one.)
+    weights per tensor rather than per output channel, so that both uses can share one int8 copy
+    (a second one of ALBERT-base's 3.8M-entry table takes the int8/fp32 size ratio from ~0.26 to
+    ~0.34): the dynamic-range variant shares it as converted; `tflite_int8` after
+    `share_tied_embedding_table`; the integer-only one keeps two. The parity check covers the
+    accuracy this costs. (The switch is a private converter attribute: the public API has no
+    per-layer one.)
     """
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=signatures)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if variant in CALIBRATED_VARIANTS and representative is None:
+        raise ValueError(f"{variant} needs representative examples to calibrate on")
     if variant == "tflite_fp16":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.target_spec.supported_types = [tf.float16]
-    elif variant == "tflite_int8_dynamic":
+    elif variant in ("tflite_int8_dynamic", "tflite_int8_integer_only"):
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter._experimental_disable_per_channel_quantization_for_dense_layers = shared_weights
+        if variant == "tflite_int8_integer_only":
+            converter.representative_dataset = representative
+            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     elif variant == "tflite_int8":
-        if representative is None:
-            raise ValueError("tflite_int8 needs representative examples to calibrate on")
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter._experimental_disable_per_channel_quantization_for_dense_layers = shared_weights
         converter.representative_dataset = representative
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter._experimental_calibrate_only = True  # float model + ranges, quantized below
+        model = lite_convert.mlir_quantize(
+            converter.convert(), denylisted_ops=list(INT8_FLOAT_OPS),
+            disable_per_channel_for_dense_layers=shared_weights)
+        return share_tied_embedding_table(model) if shared_weights else model
     elif variant != "tflite_fp32":
         raise ValueError(f"unknown TFLite variant {variant!r}; choose from {VARIANTS}")
     return converter.convert()
@@ -161,8 +187,8 @@ def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length
     sources = {}
 
     def source(variant):
-        """The fixed-shape SavedModel `variant` converts from (the int8 one: finite mask)."""
-        key = "int8" if variant == "tflite_int8" else "float"
+        """The fixed-shape SavedModel `variant` converts from (integer-only: a finite mask)."""
+        key = "int8" if variant == "tflite_int8_integer_only" else "float"
         if key not in sources:
             path = os.path.join(staging, f"tflite_source_{key}")
             signatures = save_fixed_shape_model(
@@ -176,7 +202,7 @@ def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length
         logging.info("Converting %s", variant)
         model = convert(*source(variant), variant,
                         representative_dataset(head, calibration)
-                        if variant == "tflite_int8" else None,
+                        if variant in CALIBRATED_VARIANTS else None,
                         shared_weights="mlm" in head.signature_inputs)
         failures = [f"non-builtin ops: {ops}"] if (ops := non_builtin_ops(model)) else []
         interpreter = Interpreter(model_content=model)

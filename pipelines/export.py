@@ -38,14 +38,17 @@ flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFLite model
                      "text models and serve_examples.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "MLM positions of the TFLite `mlm` signature.")
 flags.DEFINE_list("formats", ["saved_model", "tflite_fp32"], "Any of saved_model, tflite_fp32, "
-                  "tflite_fp16, tflite_int8_dynamic, tflite_int8.")
+                  "tflite_fp16, tflite_int8_dynamic, tflite_int8 (static int8 matmuls, float "
+                  "elsewhere: XNNPACK runs it whole), tflite_int8_integer_only (every op int8, "
+                  "for integer-only accelerators).")
 flags.DEFINE_string("representative_data", None, "Text (one sentence per line) or pretraining "
                     "TFRecords (*.tfrecord): verification examples and int8 calibration.")
 flags.DEFINE_enum("head", "pretrainer", ["pretrainer", "classifier"], "pretrainer: serves "
                   "sequence/pooled outputs, mlm, sop. classifier: a Keras model returning "
                   "`probabilities`.")
 flags.DEFINE_integer("num_verification_examples", 256, "Examples every artifact is checked on.")
-flags.DEFINE_integer("num_calibration_examples", 100, "Examples tflite_int8 is calibrated on.")
+flags.DEFINE_integer("num_calibration_examples", 100, "Examples the calibrated int8 "
+                     "variants (tflite_int8, tflite_int8_integer_only) are calibrated on.")
 flags.DEFINE_integer("latency_runs", 50, "Timed TFLite runs per variant and thread count.")
 flags.mark_flag_as_required("output_dir")
 

@@ -22,7 +22,8 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
 CORPUS = FIXTURES / "original_data" / "corpus_small.txt"
 INPUTS = ("input_ids", "input_mask", "segment_ids")
-ALL_VARIANTS = ("tflite_fp32", "tflite_fp16", "tflite_int8_dynamic", "tflite_int8")
+ALL_VARIANTS = ("tflite_fp32", "tflite_fp16", "tflite_int8_dynamic", "tflite_int8",
+                "tflite_int8_integer_only")
 
 
 def test_non_builtin_ops_fail_conversion_and_are_detected(tmp_path):
@@ -87,7 +88,8 @@ SIGNATURES = {"serving_default": INPUTS, "sop": INPUTS, "mlm": (*INPUTS, "masked
 
 def test_every_variant_on_real_sentences_and_full_int8_refused_on_random_weights(tmp_path):
     """Tiny model, real vocabulary and sentences. Random weights leave MLM logits near-uniform,
-    so full-integer int8 (256 levels for the logits) flips their top-1 too often: refused."""
+    so the calibrated int8 variants (256 levels for the logits) flip their top-1 too often:
+    refused."""
     keras.utils.set_random_seed(1234)
     model = AlbertPretrainer(AlbertConfig(
         vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
@@ -99,8 +101,13 @@ def test_every_variant_on_real_sentences_and_full_int8_refused_on_random_weights
     with pytest.raises(ParityError, match="tflite_int8.*top-1 agreement"):
         export_model(serving_head("pretrainer", model), config)
     report = json.loads((tmp_path / "export_report_albert_1.json").read_text())
-    assert not (tmp_path / "albert_tflite" / "1" / "albert_int8.tflite").exists()
-    assert report["artifacts"]["tflite_int8"]["figures"]["top1_agreement"] < 0.95
+    for variant in ALL_VARIANTS[3:]:
+        assert not (tmp_path / "albert_tflite" / "1" /
+                    f"albert_{variant.removeprefix('tflite_')}.tflite").exists()
+        assert report["artifacts"][variant]["figures"]["top1_agreement"] < 0.95
+    # tflite_int8 holds the tied 30000 x 16 int8 table once; the integer-only variant twice.
+    int8_size = report["artifacts"]["tflite_int8"]["size_bytes"]
+    assert int8_size < report["artifacts"]["tflite_int8_integer_only"]["size_bytes"] - 0.9 * 480_000
     examples, _ = examples_from_text(str(CORPUS), AlbertTokenizer(SPM), 64, 10, 200, seed=11)
     reference = {k: v.numpy() for k, v in model(
         {k: tf.constant(v) for k, v in examples.items() if k != "masked_lm_weights"}).items()}
@@ -119,7 +126,16 @@ def test_every_variant_on_real_sentences_and_full_int8_refused_on_random_weights
     assert sizes["tflite_int8_dynamic"] < 0.75 * sizes["tflite_fp32"]  # tiny: metadata dominates
 
 
-def test_full_int8_of_an_original_checkpoint_passes(tmp_path):
+def xnnpack_partitions(path) -> int:
+    """How many pieces LiteRT's default XNNPACK delegate cuts the first signature's graph into."""
+    interpreter = Interpreter(model_path=str(path), num_threads=1)
+    interpreter.allocate_tensors()
+    return sum(op["op_name"] == "DELEGATE" for op in interpreter._get_ops_details())
+
+
+def test_calibrated_int8_of_an_original_checkpoint_passes(tmp_path):
+    """Both calibrated int8 variants of a trained checkpoint pass on held-out examples;
+    `tflite_int8` runs in a few XNNPACK pieces, the integer-only one in many."""
     folder = FIXTURES / "original_checkpoints" / "albert_tiny_grouped"
     model = load_tf1_checkpoint(folder, folder / "albert_config.json")
     examples = random_examples(300, 16, 4, 400, seed=3)
@@ -133,21 +149,27 @@ def test_full_int8_of_an_original_checkpoint_passes(tmp_path):
                     value=examples["masked_lm_weights"][i]))})).SerializeToString())
     report = export_model(serving_head("pretrainer", model), ExportConfig(
         output_dir=str(tmp_path / "out"), max_seq_length=16, max_predictions_per_seq=4,
-        formats=("tflite_int8",), representative_data=str(records), latency_runs=5))
+        formats=ALL_VARIANTS[3:], representative_data=str(records), latency_runs=5))
     assert all(l.mask_adder == -10000.0 for l in model._flatten_layers()
                if isinstance(l, layers.AlbertAttention))  # the int8 tracing's mask did not leak
-    path = tmp_path / "out" / "albert_tflite" / "1" / "albert_int8.tflite"
-    assert "QUANTIZE" in report["artifacts"]["tflite_int8"]["ops"]
-    assert not non_builtin_ops(path.read_bytes())
-    interpreter = Interpreter(model_path=str(path))
-    int8_weights = [d for d in interpreter.get_tensor_details() if d["dtype"] == np.int8]
-    assert len(int8_weights) > 20
     held_out = random_examples(300, 16, 4, 200, seed=4)
     reference = {k: v.numpy() for k, v in model(
         {k: tf.constant(v) for k, v in held_out.items() if k != "masked_lm_weights"}).items()}
-    figures = parity_figures(reference, run_all(path, SIGNATURES, held_out),
-                             held_out["masked_lm_weights"])
-    assert figures["top1_agreement"] >= 0.95 and figures["min_cosine"] >= 0.99, figures
+    partitions = {}
+    for variant in ALL_VARIANTS[3:]:
+        path = tmp_path / "out" / "albert_tflite" / "1" / f"albert_{variant[len('tflite_'):]}.tflite"
+        ops = report["artifacts"][variant]["ops"]
+        assert "QUANTIZE" in ops and "FULLY_CONNECTED" in ops
+        assert not non_builtin_ops(path.read_bytes())
+        interpreter = Interpreter(model_path=str(path))
+        int8_weights = [d for d in interpreter.get_tensor_details() if d["dtype"] == np.int8]
+        assert len(int8_weights) > 20
+        figures = parity_figures(reference, run_all(path, SIGNATURES, held_out),
+                                 held_out["masked_lm_weights"])
+        assert figures["top1_agreement"] >= 0.95 and figures["min_cosine"] >= 0.99, (variant,
+                                                                                     figures)
+        partitions[variant] = xnnpack_partitions(path)
+    assert partitions["tflite_int8"] <= 3 < 20 < partitions["tflite_int8_integer_only"], partitions
 
 
 def test_fp16_of_an_original_checkpoint_passes_at_its_output_scale(tmp_path):
