@@ -8,7 +8,9 @@ quantization settings; for `tflite_int8`, whose float-kept ops no converter opti
 through Keras's SavedModel export and the same `export_tflite.convert` as ours. Int8 variants are
 calibrated on the same real sentences. Timing: LiteRT
 interpreter with its default XNNPACK delegate, `serving_default` (the encoder), batch 1, 1 and 2
-threads, both models timed alternately in one run.
+threads. Per variant, the four runners (ours and keras-hub's, 1 and 2 threads) are called in
+turn, run after run, so that this VM's throttling spells fall on all four alike and the ratios
+(ours/hub, 1 thread/2 threads) compare like with like.
 
     python benchmarks/tflite_latency.py [--preset=base] [--seq_length=128] [--runs=30]
     python benchmarks/tflite_latency.py --preset=smoke   # a 2-layer model: checks the script only
@@ -18,11 +20,13 @@ import os
 import pathlib
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import app, flags
 from ai_edge_litert.interpreter import Interpreter
@@ -31,7 +35,6 @@ from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export_data import examples_from_text
 from albert_tf.export_savedmodel import ServingHead
 from albert_tf.export_tflite import (CALIBRATED_VARIANTS, INT8_MASK_ADDER, VARIANTS, convert,
-                                     latency_ms,
                                      non_builtin_ops, representative_dataset,
                                      save_fixed_shape_model)
 from albert_tf.keras_hub_interop import to_keras_hub
@@ -43,7 +46,7 @@ FLAGS = flags.FLAGS
 flags.DEFINE_enum("preset", "base", ["base", "large", "smoke"],
                   "Model shape (smoke: 2 tiny layers, to check the script).")
 flags.DEFINE_integer("seq_length", 128, "Fixed sequence length of the TFLite models.")
-flags.DEFINE_integer("runs", 30, "Timed runs per model, variant and thread count (x2, alternated).")
+flags.DEFINE_integer("runs", 60, "Timed runs per model, variant and thread count (interleaved).")
 flags.DEFINE_integer("calibration_examples", 32, "Sentences the full-int8 variants calibrate on.")
 flags.DEFINE_string("corpus", str(REPO / "tests/fixtures/original_data/corpus_small.txt"),
                     "Text for calibration (one sentence per line).")
@@ -129,10 +132,19 @@ def export_hub(backbone, examples, directory) -> dict[str, str]:
     return paths
 
 
-def timed(path, inputs, threads):
-    """p50/p90 (ms) of two alternated halves of `--runs`, pooled by taking the better half."""
-    halves = [latency_ms(path, inputs, threads, FLAGS.runs) for _ in range(2)]
-    return min(halves, key=lambda h: h["p50_ms"])
+def interleaved_latency(runners: dict, runs: int, warmup: int = 5) -> dict:
+    """p50/p90 (ms) of each {key: (runner, inputs)}, calling them in turn `runs` times."""
+    for runner, inputs in runners.values():
+        for _ in range(warmup):
+            runner(**inputs)
+    times = {key: [] for key in runners}
+    for _ in range(runs):
+        for key, (runner, inputs) in runners.items():
+            start = time.perf_counter()
+            runner(**inputs)
+            times[key].append((time.perf_counter() - start) * 1000.0)
+    return {key: {"p50_ms": float(np.percentile(t, 50)), "p90_ms": float(np.percentile(t, 90))}
+            for key, t in times.items()}
 
 
 def main(argv):
@@ -151,12 +163,16 @@ def main(argv):
         ours_in = {k: examples[k][:1] for k in ("input_ids", "input_mask", "segment_ids")}
         latency = {}
         for variant in VARIANTS:
-            for threads in (1, 2):
+            runners = {
+                (who, variant, threads): (
+                    Interpreter(model_path=path, num_threads=threads).get_signature_runner(
+                        "serving_default"), inputs)
+                for threads in (1, 2)
                 for who, path, inputs in (("ours", ours[variant], ours_in),
-                                          ("hub", hub[variant], hub_inputs(examples, 0))):
-                    latency[who, variant, threads] = timed(path, inputs, threads)
+                                          ("hub", hub[variant], hub_inputs(examples, 0)))}
+            latency.update(interleaved_latency(runners, FLAGS.runs))
     print(f"\nALBERT-{FLAGS.preset}, seq {FLAGS.seq_length}, batch 1, LiteRT + XNNPACK, "
-          f"{FLAGS.runs} runs x2\n")
+          f"{FLAGS.runs} interleaved runs\n")
     print(f"{'variant':26s}{'size MB ours/hub':>20s}{'thr':>5s}{'ours p50/p90 ms':>20s}"
           f"{'hub p50/p90 ms':>20s}{'ours/hub p50':>14s}")
     for variant in VARIANTS:
