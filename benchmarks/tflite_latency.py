@@ -12,6 +12,11 @@ threads. Per variant, the four runners (ours and keras-hub's, 1 and 2 threads) a
 turn, run after run, so that this VM's throttling spells fall on all four alike and the ratios
 (ours/hub, 1 thread/2 threads) compare like with like.
 
+Beside both models each variant also times a reference: only the encoder's dense layers (L x
+[T, H] x [H, I] and [T, I] x [I, H] with a residual add, no attention or layer norm), converted the
+same way. Its 2-thread speed-up is what XNNPACK's matmul kernels of that variant give on this
+machine, the ceiling for a model whose time they are.
+
     python benchmarks/tflite_latency.py [--preset=base] [--seq_length=128] [--runs=30]
     python benchmarks/tflite_latency.py --preset=smoke   # a 2-layer model: checks the script only
 """
@@ -132,6 +137,38 @@ def export_hub(backbone, examples, directory) -> dict[str, str]:
     return paths
 
 
+def export_dense_stack(config, examples, directory) -> dict[str, str]:
+    """The reference: the encoder's dense layers alone, as each variant, fixed [1, T, H] input."""
+    rng = np.random.default_rng(0)
+    h, i, t = config.hidden_size, config.intermediate_size, FLAGS.seq_length
+    kernels = [(tf.constant(rng.normal(0, 0.02, (h, i)), tf.float32),
+                tf.constant(rng.normal(0, 0.02, (i, h)), tf.float32))
+               for _ in range(config.num_hidden_layers)]
+
+    class DenseStack(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([1, t, h], tf.float32, name="x")])
+        def serve(self, x):
+            for up, down in kernels:
+                x = x + tf.matmul(tf.nn.relu(tf.matmul(x, up)), down)
+            return {"y": x}
+
+    module = DenseStack()
+    source = os.path.join(directory, "dense_stack")
+    tf.saved_model.save(module, source, signatures={"serving_default": module.serve})
+
+    def representative():
+        for _ in range(min(8, len(examples["input_ids"]))):
+            yield "serving_default", {"x": rng.normal(0, 1, (1, t, h)).astype(np.float32)}
+
+    paths = {}
+    for variant in VARIANTS:
+        paths[variant] = os.path.join(directory, f"dense_stack_{variant}.tflite")
+        with open(paths[variant], "wb") as f:
+            f.write(convert(source, ["serving_default"], variant,
+                            representative if variant in CALIBRATED_VARIANTS else None))
+    return paths
+
+
 def interleaved_latency(runners: dict, runs: int, warmup: int = 5) -> dict:
     """p50/p90 (ms) of each {key: (runner, inputs)}, calling them in turn `runs` times."""
     for runner, inputs in runners.values():
@@ -158,6 +195,9 @@ def main(argv):
     with tempfile.TemporaryDirectory() as directory:
         ours = export_ours(model, examples, directory)
         hub = export_hub(backbone, examples, directory)
+        dense = export_dense_stack(config, examples, directory)
+        dense_in = {"x": np.random.default_rng(1).normal(0, 1, (1, FLAGS.seq_length,
+                                                              config.hidden_size)).astype(np.float32)}
         sizes = {(who, v): os.path.getsize(p[v]) for who, p in (("ours", ours), ("hub", hub))
                  for v in VARIANTS}
         ours_in = {k: examples[k][:1] for k in ("input_ids", "input_mask", "segment_ids")}
@@ -169,7 +209,8 @@ def main(argv):
                         "serving_default"), inputs)
                 for threads in (1, 2)
                 for who, path, inputs in (("ours", ours[variant], ours_in),
-                                          ("hub", hub[variant], hub_inputs(examples, 0)))}
+                                          ("hub", hub[variant], hub_inputs(examples, 0)),
+                                          ("dense", dense[variant], dense_in))}
             latency.update(interleaved_latency(runners, FLAGS.runs))
     print(f"\nALBERT-{FLAGS.preset}, seq {FLAGS.seq_length}, batch 1, LiteRT + XNNPACK, "
           f"{FLAGS.runs} interleaved runs\n")
@@ -190,10 +231,12 @@ def main(argv):
                              / latency[who, "tflite_fp32", 1]["p50_ms"])
             print(f"{who:5s} {variant}/fp32: size {size_ratio:.3f}, "
                   f"latency (1 thread) {latency_ratio:.3f}")
+    print("\n2-thread speed-up (p50 1 thread / p50 2 threads); dense = the dense-layers-only reference")
     for variant in VARIANTS:
-        for who in ("ours", "hub"):
-            print(f"{who:5s} {variant}: 2-thread speedup "
-                  f"{latency[who, variant, 1]['p50_ms'] / latency[who, variant, 2]['p50_ms']:.2f}x")
+        speedups = {who: latency[who, variant, 1]["p50_ms"] / latency[who, variant, 2]["p50_ms"]
+                    for who in ("ours", "hub", "dense")}
+        print(f"{variant:26s}" + "  ".join(f"{who} {x:.2f}x" for who, x in speedups.items())
+              + f"   (dense 1 thread: {latency['dense', variant, 1]['p50_ms']:.1f} ms)")
 
 
 if __name__ == "__main__":
