@@ -5,7 +5,8 @@ Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
     <model_name>/<version>/                ids SavedModel: stock TF ops only
     <model_name>_preprocessing/<version>/  text -> ids SavedModel (tensorflow-text ops)
     <model_name>_text/<version>/           text -> outputs SavedModel (tensorflow-text ops)
-    <model_name>_tflite/<version>/         <model_name>_{fp32,fp16,int8_dynamic,int8,int8_integer_only}.tflite
+    <model_name>_tflite/<version>/         <model_name>_{fp32,fp16,int8_dynamic,int8,
+                                                         int8_integer_only}.tflite
     export_report_<model_name>_<version>.json
 
 Everything is built in a staging directory beside them, checked, and renamed into place only once
@@ -87,8 +88,8 @@ class ExportConfig:
                              f"[1, max_seq_length={self.max_seq_length}]")
         if calibrated := [f for f in self.formats if f in CALIBRATED_VARIANTS]:
             if not self.representative_data:
-                raise ValueError(f"{', '.join(calibrated)} calibrated on real inputs: give "
-                                 f"representative_data")
+                raise ValueError(f"{', '.join(calibrated)}: calibrated on real inputs, so "
+                                 f"representative_data is needed")
 
     def destinations(self) -> dict[str, str]:
         """Final path of each artifact this config may write, by key."""

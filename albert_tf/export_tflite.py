@@ -21,11 +21,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from ai_edge_litert import schema_py_generated as schema
+from ai_edge_litert.interpreter import Interpreter
 # The quantizer behind tf.lite.experimental.QuantizationDebugger's op denylist; the converter's
 # public options have no per-op switch.
 from tensorflow.lite.python import convert as lite_convert
-from ai_edge_litert import schema_py_generated as schema
-from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import layers
 from albert_tf.export_parity import ParityThresholds, merge_figures, parity_failures, parity_figures

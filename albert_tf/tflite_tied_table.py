@@ -46,13 +46,15 @@ def _decoder_weights(model) -> dict[tuple[int, ...], tuple[int, float]]:
             if _builtin(model, op) == schema.BuiltinOperator.FULLY_CONNECTED:
                 weights = subgraph.tensors[op.inputs[1]]
                 if _symmetric_int8(weights):
-                    found[tuple(weights.shape)] = (weights.buffer, float(weights.quantization.scale[0]))
+                    scale = float(weights.quantization.scale[0])
+                    found[tuple(weights.shape)] = (weights.buffer, scale)
     return found
 
 
 def share_tied_embedding_table(tflite_model: bytes) -> bytes:
     """`tflite_model` with each per-tensor int8 GATHER table of the same shape as a decoder's
-    symmetric int8 weights reading the decoder's bytes; unchanged if there is none."""
+    symmetric int8 weights reading the decoder's bytes; unchanged if there is none, or if the
+    repacked flatbuffer would not be smaller (a table of a few KB)."""
     model = schema.ModelT.InitFromPackedBuf(tflite_model, 0)
     decoders = _decoder_weights(model)
     freed = set()

@@ -52,7 +52,7 @@ def test_config_checkpoint_mismatch_names_every_problem():
     (dict(max_predictions_per_seq=0), "max_predictions_per_seq=0"),
     (dict(formats=("saved_model", "onnx")), "formats must be"),
     (dict(version=0), "version must be a positive int"),
-    (dict(formats=("tflite_int8",)), "tflite_int8 calibrated on real inputs"),
+    (dict(formats=("tflite_int8",)), "tflite_int8: calibrated on real inputs"),
     (dict(spm_model_file=str(SPM)), "has 30000 pieces but the model's vocab_size is 300"),
 ])
 def test_bad_settings_fail_before_anything_is_written(head, tmp_path, settings, message):
