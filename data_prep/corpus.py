@@ -91,6 +91,13 @@ class SkipLog:
         """Whether `path` has a skip of `reason`."""
         return (path, reason) in self._entries
 
+    def counts(self) -> dict[str, int]:
+        """Number of skips per reason."""
+        counts: dict[str, int] = {}
+        for entry in self._entries.values():
+            counts[entry["reason"]] = counts.get(entry["reason"], 0) + entry["count"]
+        return counts
+
     def total(self, reason: str | None = None) -> int:
         """Number of skips, of one reason or all."""
         return sum(e["count"] for e in self._entries.values() if reason in (None, e["reason"]))
@@ -134,12 +141,11 @@ def read_lines(path: str, max_line_bytes: int, skips: SkipLog) -> Iterator[tuple
     Empty files, lines over `max_line_bytes`, NUL bytes, invalid UTF-8 and read errors are
     recorded in `skips` (file, line, reason) and skipped.
     """
-    limit = max_line_bytes
     number = 0
     try:
         with _open(path) as f:
             while True:
-                raw = f.readline(limit + 2)  # room for "\r\n"
+                raw = f.readline(max_line_bytes + 2)  # room for "\r\n"
                 if not raw:
                     if number == 0:
                         skips.skip(path, "empty_file")
@@ -147,14 +153,14 @@ def read_lines(path: str, max_line_bytes: int, skips: SkipLog) -> Iterator[tuple
                 number += 1
                 if number == 1 and raw.startswith(_BOM):
                     raw = raw[len(_BOM):]
-                if not raw.endswith(b"\n") and len(raw) == limit + 2:
+                if not raw.endswith(b"\n") and len(raw) == max_line_bytes + 2:
                     while raw and not raw.endswith(b"\n"):  # drain the rest in bounded reads
                         raw = f.readline(1 << 20)
-                    skips.skip(path, "line_too_long", number, f"longer than {limit} bytes")
+                    skips.skip(path, "line_too_long", number, f"longer than {max_line_bytes} bytes")
                     continue
                 raw = raw.rstrip(b"\r\n")
-                if len(raw) > limit:
-                    skips.skip(path, "line_too_long", number, f"{len(raw)} bytes > {limit}")
+                if len(raw) > max_line_bytes:
+                    skips.skip(path, "line_too_long", number, f"{len(raw)} bytes > {max_line_bytes}")
                     continue
                 nul = raw.find(b"\x00")
                 if nul >= 0:

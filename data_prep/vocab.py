@@ -84,9 +84,8 @@ def train_vocab(input_patterns: str | Sequence[str], output_dir: str, model_pref
         lines = _training_lines(files, config.do_lower_case, skips, result)
         first = next(lines, None)
         if first is None:
-            result.lines_skipped = _skip_counts(skips)
             raise ValueError(f"no text to train on: {', '.join(files)} hold no non-empty lines "
-                             f"(skipped: {result.lines_skipped or 'none'})")
+                             f"(skipped: {skips.counts() or 'none'})")
         logging.info("vocab: training a %d-piece unigram model on %s", config.vocab_size, ", ".join(files))
         spm.set_random_generator_seed(config.seed)
         try:
@@ -105,14 +104,10 @@ def train_vocab(input_patterns: str | Sequence[str], output_dir: str, model_pref
             os.replace(os.path.join(tmp_dir, model_prefix + suffix), os.path.join(output_dir, model_prefix + suffix))
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
-    result.lines_skipped = _skip_counts(skips)
+    result.lines_skipped = skips.counts()
     logging.info("vocab: wrote %s from %d lines (skipped %s)", result.model_path, result.lines_used,
                  result.lines_skipped or "none")
     return result
-
-
-def _skip_counts(skips: corpus.SkipLog) -> dict[str, int]:
-    return {entry["reason"]: skips.total(entry["reason"]) for entry in skips.entries()}
 
 
 def _set_model_prefix(model_path: str, model_prefix: str) -> None:
