@@ -163,19 +163,31 @@ def run_signature(interpreter: Interpreter, signature: str, examples: dict[str, 
     return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
 
 
-def latency_ms(model_path: str, inputs: dict[str, np.ndarray], num_threads: int, runs: int,
-               warmup: int = 5, signature: str = "serving_default") -> dict[str, float]:
-    """p50/p90 wall time of one `signature` call at batch 1 (LiteRT with its default XNNPACK)."""
-    runner = Interpreter(model_path=model_path, num_threads=num_threads).get_signature_runner(
-        signature)
-    for _ in range(warmup):
-        runner(**inputs)
-    times = []
+def interleaved_latency(runners: dict, runs: int, warmup: int = 5) -> dict:
+    """p50/p90 wall time (ms) of each {key: (signature runner, inputs)}, called in turn `runs`
+    times, so that a slow spell of the machine falls on all of them alike."""
+    for runner, inputs in runners.values():
+        for _ in range(warmup):
+            runner(**inputs)
+    times = {key: [] for key in runners}
     for _ in range(runs):
-        start = time.perf_counter()
-        runner(**inputs)
-        times.append((time.perf_counter() - start) * 1000.0)
-    return {"p50_ms": float(np.percentile(times, 50)), "p90_ms": float(np.percentile(times, 90))}
+        for key, (runner, inputs) in runners.items():
+            start = time.perf_counter()
+            runner(**inputs)
+            times[key].append((time.perf_counter() - start) * 1000.0)
+    return {key: {"p50_ms": float(np.percentile(t, 50)), "p90_ms": float(np.percentile(t, 90))}
+            for key, t in times.items()}
+
+
+def batch1_runner(model_path: str, num_threads: int, signature: str = "serving_default"):
+    """A LiteRT signature runner (with its default XNNPACK delegate) of a TFLite file."""
+    return Interpreter(model_path=model_path, num_threads=num_threads).get_signature_runner(
+        signature)
+
+
+def source_mask_adder(variant: str) -> float:
+    """What the SavedModel `variant` converts from adds to padded keys' attention scores."""
+    return INT8_MASK_ADDER if variant == "tflite_int8_integer_only" else layers.MASK_ADDER
 
 
 def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length: int,
@@ -188,14 +200,12 @@ def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length
 
     def source(variant):
         """The fixed-shape SavedModel `variant` converts from (integer-only: a finite mask)."""
-        key = "int8" if variant == "tflite_int8_integer_only" else "float"
-        if key not in sources:
-            path = os.path.join(staging, f"tflite_source_{key}")
-            signatures = save_fixed_shape_model(
-                head, path, max_seq_length, max_predictions,
-                INT8_MASK_ADDER if key == "int8" else layers.MASK_ADDER)
-            sources[key] = (path, signatures)
-        return sources[key]
+        adder = source_mask_adder(variant)
+        if adder not in sources:
+            path = os.path.join(staging, f"tflite_source_{len(sources)}")
+            sources[adder] = (path, save_fixed_shape_model(head, path, max_seq_length,
+                                                           max_predictions, adder))
+        return sources[adder]
 
     staged = {}
     for variant in variants:
@@ -220,7 +230,8 @@ def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length
         with open(staged[variant], "wb") as f:
             f.write(model)
         first = {k: examples[k][:1] for k in head.signature_inputs["serving_default"]}
-        artifacts[variant]["latency_batch1"] = {
-            f"threads_{n}": latency_ms(staged[variant], first, n, latency_runs) for n in (1, 2)}
+        artifacts[variant]["latency_batch1"] = interleaved_latency(
+            {f"threads_{n}": (batch1_runner(staged[variant], n), first) for n in (1, 2)},
+            latency_runs)
         logging.info("%s: %s", variant, artifacts[variant])
     return staged

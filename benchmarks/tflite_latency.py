@@ -25,7 +25,6 @@ import os
 import pathlib
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -39,11 +38,11 @@ from ai_edge_litert.interpreter import Interpreter
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export_data import examples_from_text
 from albert_tf.export_savedmodel import ServingHead
-from albert_tf.export_tflite import (CALIBRATED_VARIANTS, INT8_MASK_ADDER, VARIANTS, convert,
-                                     non_builtin_ops, representative_dataset,
-                                     save_fixed_shape_model)
+from albert_tf.export_tflite import (CALIBRATED_VARIANTS, VARIANTS, batch1_runner, convert,
+                                     interleaved_latency, non_builtin_ops,
+                                     representative_dataset, save_fixed_shape_model,
+                                     source_mask_adder)
 from albert_tf.keras_hub_interop import to_keras_hub
-from albert_tf.layers import MASK_ADDER
 from albert_tf.tokenization import AlbertTokenizer
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -79,14 +78,13 @@ def albert_config() -> AlbertConfig:
 def export_ours(model, examples, directory) -> dict[str, str]:
     head = ServingHead("pretrainer", model, model.config)
     sources = {}
-    for key, adder in (("float", MASK_ADDER), ("int8", INT8_MASK_ADDER)):
-        path = os.path.join(directory, f"ours_source_{key}")
-        sources[key] = (path, save_fixed_shape_model(head, path, FLAGS.seq_length, 20, adder))
+    for adder in {source_mask_adder(variant) for variant in VARIANTS}:
+        path = os.path.join(directory, f"ours_source_{len(sources)}")
+        sources[adder] = (path, save_fixed_shape_model(head, path, FLAGS.seq_length, 20, adder))
 
     paths = {}
     for variant in VARIANTS:
-        key = "int8" if variant == "tflite_int8_integer_only" else "float"
-        tflite = convert(*sources[key], variant,
+        tflite = convert(*sources[source_mask_adder(variant)], variant,
                          representative_dataset(head, examples)
                          if variant in CALIBRATED_VARIANTS else None,
                          shared_weights=True)
@@ -137,7 +135,7 @@ def export_hub(backbone, examples, directory) -> dict[str, str]:
     return paths
 
 
-def export_dense_stack(config, examples, directory) -> dict[str, str]:
+def export_dense_stack(config, directory) -> dict[str, str]:
     """The reference: the encoder's dense layers alone, as each variant, fixed [1, T, H] input."""
     rng = np.random.default_rng(0)
     h, i, t = config.hidden_size, config.intermediate_size, FLAGS.seq_length
@@ -157,7 +155,7 @@ def export_dense_stack(config, examples, directory) -> dict[str, str]:
     tf.saved_model.save(module, source, signatures={"serving_default": module.serve})
 
     def representative():
-        for _ in range(min(8, len(examples["input_ids"]))):
+        for _ in range(8):
             yield "serving_default", {"x": rng.normal(0, 1, (1, t, h)).astype(np.float32)}
 
     paths = {}
@@ -167,21 +165,6 @@ def export_dense_stack(config, examples, directory) -> dict[str, str]:
             f.write(convert(source, ["serving_default"], variant,
                             representative if variant in CALIBRATED_VARIANTS else None))
     return paths
-
-
-def interleaved_latency(runners: dict, runs: int, warmup: int = 5) -> dict:
-    """p50/p90 (ms) of each {key: (runner, inputs)}, calling them in turn `runs` times."""
-    for runner, inputs in runners.values():
-        for _ in range(warmup):
-            runner(**inputs)
-    times = {key: [] for key in runners}
-    for _ in range(runs):
-        for key, (runner, inputs) in runners.items():
-            start = time.perf_counter()
-            runner(**inputs)
-            times[key].append((time.perf_counter() - start) * 1000.0)
-    return {key: {"p50_ms": float(np.percentile(t, 50)), "p90_ms": float(np.percentile(t, 90))}
-            for key, t in times.items()}
 
 
 def main(argv):
@@ -195,7 +178,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as directory:
         ours = export_ours(model, examples, directory)
         hub = export_hub(backbone, examples, directory)
-        dense = export_dense_stack(config, examples, directory)
+        dense = export_dense_stack(config, directory)
         dense_in = {"x": np.random.default_rng(1).normal(0, 1, (1, FLAGS.seq_length,
                                                               config.hidden_size)).astype(np.float32)}
         sizes = {(who, v): os.path.getsize(p[v]) for who, p in (("ours", ours), ("hub", hub))
@@ -204,9 +187,7 @@ def main(argv):
         latency = {}
         for variant in VARIANTS:
             runners = {
-                (who, variant, threads): (
-                    Interpreter(model_path=path, num_threads=threads).get_signature_runner(
-                        "serving_default"), inputs)
+                (who, variant, threads): (batch1_runner(path, threads), inputs)
                 for threads in (1, 2)
                 for who, path, inputs in (("ours", ours[variant], ours_in),
                                           ("hub", hub[variant], hub_inputs(examples, 0)),
