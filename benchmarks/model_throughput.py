@@ -1,11 +1,15 @@
-"""Training throughput of AlbertPretrainer vs keras-hub's AlbertMaskedLM, and vs the matmul peak.
+"""Training throughput of AlbertPretrainer vs keras-hub's AlbertMaskedLM, vs the matmul peak, and
+vs a matmul-only step.
 
 Both models are ALBERT-base (seq 128, batch 8, 20 predictions), trained with the same original LAMB,
-measured side by side in one process, together with the machine's fp32 matmul rate: every round
-times a window of matmuls (the best of the model's own shapes and a 2048^3 product), then each
-model, so that all three see the same machine state. Each model's achieved rate = analytic training
-FLOPs / step time. This VM is throttled from time to time (whole rounds run ~1.7x slower), so the
-summary keeps each one's best round, and prints every round's fraction of that round's peak.
+measured side by side in one process, together with the machine's fp32 matmul rate and with
+`MatmulSkeleton`: every matmul of the same training step and nothing else, with and without XLA,
+i.e. the best any implementation on these matmul kernels could do. Every round times a window of
+matmuls (the best of the model's own shapes and a 2048^3 product), then the skeletons, then each
+model, so that all of them see the same machine state. Achieved rate = analytic training FLOPs
+(`training_flops`, held to the real train step's graph by a test) / step time. This VM is
+throttled from time to time (whole rounds run ~1.7x slower), so the summary keeps each one's best
+round, and prints every round's fraction of that round's peak.
 
     python benchmarks/model_throughput.py [--steps=2 --rounds=6] [--preset=base] [--nojit_compile]
 """
@@ -27,6 +31,7 @@ from absl import app, flags
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.optimization import create_optimizer
+from benchmarks.matmul_reference import MatmulRate, MatmulSkeleton, training_flops
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("preset", "base", "Model size.")
@@ -34,41 +39,14 @@ flags.DEFINE_integer("seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("batch_size", 8, "Batch size.")
 flags.DEFINE_integer("predictions", 20, "Masked positions per sequence.")
 flags.DEFINE_integer("steps", 2, "Training steps per timed round.")
-flags.DEFINE_integer("rounds", 6, "Timed rounds, each: matmul peak, then each model.")
-flags.DEFINE_bool("jit_compile", True, "Compile both train steps with XLA.")
+flags.DEFINE_integer("rounds", 6, "Timed rounds, each: matmul peak, the skeletons, each model.")
+flags.DEFINE_bool("jit_compile", True, "Compile both models' train steps with XLA.")
 flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16"],
                   "Keras dtype policy of both models. mixed_bfloat16 runs the matmuls on AMX where "
                   "the CPU has it; the fractions stay relative to the fp32 matmul peak.")
 
-
-def training_flops(c: AlbertConfig, batch: int, seq: int, predictions: int) -> float:
-    """Matmul FLOPs of one training step (forward x 3), counting 2 per multiply-add."""
-    tokens = batch * seq
-    per_layer = 2 * tokens * (4 * c.hidden_size ** 2 + 2 * c.hidden_size * c.intermediate_size)
-    per_layer += 2 * 2 * batch * seq * seq * c.hidden_size  # scores and context
-    forward = c.num_hidden_layers * c.inner_group_num * per_layer
-    forward += 2 * tokens * c.embedding_size * c.hidden_size  # E -> H mapping
-    forward += 2 * batch * predictions * (c.hidden_size * c.embedding_size
-                                          + c.embedding_size * c.vocab_size)  # MLM head
-    forward += 2 * batch * c.hidden_size ** 2  # pooler
-    return 3.0 * forward
-
-
-class MatmulRate:
-    """Sustained fp32 matmul rate on one [m, k] x [k, n] product, measured over a time window."""
-
-    def __init__(self, m: int, k: int, n: int):
-        self.flops = 2.0 * m * k * n
-        self.a, self.b = tf.random.normal((m, k)), tf.random.normal((k, n))
-        self.product = tf.function(tf.matmul)
-        self.product(self.a, self.b).numpy()
-
-    def gflops(self, seconds: float) -> float:
-        count, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            self.product(self.a, self.b).numpy()
-            count += 1
-        return self.flops * count / (time.perf_counter() - start) / 1e9
+SKELETONS = ("matmul-only step", "matmul-only step, XLA")
+OURS, HUBS = "albert-tf AlbertPretrainer", "keras-hub AlbertMaskedLM"
 
 
 def batch_arrays(c: AlbertConfig, batch: int, seq: int, predictions: int) -> dict:
@@ -85,11 +63,23 @@ def batch_arrays(c: AlbertConfig, batch: int, seq: int, predictions: int) -> dic
     }
 
 
-def time_round(model, iterator, steps: int) -> float:
-    """Seconds per training step over `steps` steps."""
-    start = time.perf_counter()
-    model.fit(iterator, steps_per_epoch=steps, epochs=1, verbose=0)
-    return (time.perf_counter() - start) / steps
+def model_timer(model, dataset):
+    """Seconds per training step of `model.fit` over `steps` steps."""
+    def seconds_per_step(steps: int) -> float:
+        start = time.perf_counter()
+        model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0)
+        return (time.perf_counter() - start) / steps
+    return seconds_per_step
+
+
+def skeleton_timer(skeleton: MatmulSkeleton):
+    """Seconds per matmul-only step over `steps` steps."""
+    def seconds_per_step(steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            skeleton()
+        return (time.perf_counter() - start) / steps
+    return seconds_per_step
 
 
 def ours(c, arrays):
@@ -129,24 +119,27 @@ def main(argv):
           f"dtype policy {FLAGS.dtype_policy}")
     print(f"ALBERT-{FLAGS.preset}, seq {t}, batch {b}: {flops / 1e9:.1f} GFLOP per training step")
     arrays = batch_arrays(c, b, t, p)
-    models = {"albert-tf AlbertPretrainer": ours(c, arrays),
-              "keras-hub AlbertMaskedLM": keras_hubs(c, arrays)}
-    for model, dataset in models.values():  # compile and warm up both before timing either
-        model.fit(dataset, steps_per_epoch=2, epochs=1, verbose=0)
+    timers = {name: skeleton_timer(MatmulSkeleton(c, b, t, p, jit_compile=jit))
+              for name, jit in zip(SKELETONS, (False, True))}
+    timers[OURS] = model_timer(*ours(c, arrays))
+    timers[HUBS] = model_timer(*keras_hubs(c, arrays))
+    for timer in timers.values():  # compile and warm up all before timing any
+        timer(2)
     shape_rates = {shape: 0.0 for shape in shapes}
-    seconds = {name: [] for name in models}
-    fractions = {name: [] for name in models}  # of the same round's peak
+    seconds = {name: [] for name in timers}
+    fractions = {name: [] for name in timers}  # of the same round's peak
     peaks = []
     for round_index in range(FLAGS.rounds):
-        # The peak window lasts about as long as one model's round, so both see the same throttling.
+        # The peak window lasts about as long as one model's round, so all see the same throttling.
         rates = {shape: mm.gflops(0.5 * FLAGS.steps) for shape, mm in matmuls.items()}
         shape_rates = {shape: max(shape_rates[shape], rate) for shape, rate in rates.items()}
         peaks.append(max(rates.values()))
         line = [f"round {round_index}: peak {peaks[-1]:6.1f} GFLOP/s"]
-        for name, (model, dataset) in models.items():
-            seconds[name].append(time_round(model, dataset, FLAGS.steps))
+        for name, timer in timers.items():
+            seconds[name].append(timer(FLAGS.steps))
             fractions[name].append(flops / seconds[name][-1] / 1e9 / peaks[-1])
-            line.append(f"{name.split()[0]} {fractions[name][-1]:.2f}")
+            line.append(f"{name.split()[0].replace(',', '')}{' XLA' * name.endswith('XLA')} "
+                        f"{fractions[name][-1]:.2f}")
         print("  ".join(line))
     for (m, k, n), rate in shape_rates.items():
         print(f"fp32 matmul [{m}x{k}]x[{k}x{n}]: best {rate:.1f} GFLOP/s")
@@ -159,10 +152,19 @@ def main(argv):
               f"{rate:6.1f} GFLOP/s = {rate / peak:.2f} of matmul peak (best rounds); "
               f"of its own round's peak: best {max(fractions[name]):.2f}, "
               f"median {statistics.median(fractions[name]):.2f}")
-    ours_s, hubs_s = seconds["albert-tf AlbertPretrainer"], seconds["keras-hub AlbertMaskedLM"]
+    # The better skeleton of each round is what these kernels allow in that round.
+    ceilings = [max(pair) for pair in zip(*(fractions[name] for name in SKELETONS))]
+    for name in (OURS, HUBS):
+        of_ceiling = [f / ceiling for f, ceiling in zip(fractions[name], ceilings)]
+        print(f"{name:28s} of the same round's matmul-only step: best {max(of_ceiling):.2f}, "
+              f"median {statistics.median(of_ceiling):.2f}")
+    ours_s, hubs_s = seconds[OURS], seconds[HUBS]
     print(f"ours / keras-hub throughput: {min(hubs_s) / min(ours_s):.2f}x best rounds, "
           f"{statistics.median(h / o for h, o in zip(hubs_s, ours_s)):.2f}x median of rounds "
           f"(target >= 1.0)")
+    print(f"ours, median fraction of its round's peak: {statistics.median(fractions[OURS]):.2f} "
+          f"(target >= 0.85); the matmul-only step alone: "
+          f"{statistics.median(ceilings):.2f}")
 
 
 if __name__ == "__main__":

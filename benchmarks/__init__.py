@@ -1,0 +1,1 @@
+"""Benchmark scripts (a package, so that tests can import their yardsticks by this name)."""
