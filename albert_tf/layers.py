@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from albert_tf.config import AlbertConfig
+from albert_tf.fused_gelu import bias_gelu
 
 # The original adds -10000 (not -inf) to the scores of padded keys; kept for parity.
 MASK_ADDER = -10000.0
@@ -167,7 +168,15 @@ class AlbertFeedForward(ConfigLayer):
         self.layer_norm.build(input_shape)
 
     def call(self, x, training=None):
-        ffn = self.output_dense(self.intermediate_dense(x))
+        if training and activation(self.config.hidden_act) == "gelu_approximate":
+            # Same math as the Dense with its activation, in one compiled kernel (fused_gelu.py);
+            # training only, so exported graphs keep plain ops.
+            dense = self.intermediate_dense
+            hidden = ops.matmul(x, ops.cast(dense.kernel, x.dtype))
+            hidden = bias_gelu(hidden, ops.cast(dense.bias, hidden.dtype))
+        else:
+            hidden = self.intermediate_dense(x)
+        ffn = self.output_dense(hidden)
         return self.layer_norm(x + self.dropout(ffn, training=training))
 
     def compute_output_shape(self, input_shape):

@@ -103,9 +103,10 @@ def use_xla(options: PretrainingOptions, strategy: tf.distribute.Strategy) -> bo
         return options.jit_compile
     if isinstance(strategy, tf.distribute.TPUStrategy):
         return True
-    if options.mixed_precision == "bf16" and not tf.config.list_logical_devices("GPU"):
-        # XLA:CPU runs bf16 matmuls without AMX; oneDNN (no XLA) runs them ~2.2x faster
-        # (benchmarks/model_throughput.py --dtype_policy=mixed_bfloat16, with and without XLA).
+    if options.mixed_precision in ("none", "bf16") and not tf.config.list_logical_devices("GPU"):
+        # On CPU oneDNN's matmuls beat XLA:CPU's: fp32 steps are ~6% faster without XLA (its
+        # elementwise fusion is kept where it counts, by fused_gelu), and bf16 ones ~2.2x, as
+        # XLA:CPU does not use AMX (benchmarks/model_throughput.py with and without XLA).
         return False
     # Keras 3.15 fails to XLA-compile a train step spanning several local devices.
     return strategy.num_replicas_in_sync == 1

@@ -11,7 +11,7 @@ model, so that all of them see the same machine state. Achieved rate = analytic 
 throttled from time to time (whole rounds run ~1.7x slower), so the summary keeps each one's best
 round, and prints every round's fraction of that round's peak.
 
-    python benchmarks/model_throughput.py [--steps=2 --rounds=6] [--preset=base] [--nojit_compile]
+    python benchmarks/model_throughput.py [--steps=2 --rounds=6] [--preset=base] [--jit_compile]
 """
 
 import os
@@ -40,7 +40,8 @@ flags.DEFINE_integer("batch_size", 8, "Batch size.")
 flags.DEFINE_integer("predictions", 20, "Masked positions per sequence.")
 flags.DEFINE_integer("steps", 2, "Training steps per timed round.")
 flags.DEFINE_integer("rounds", 6, "Timed rounds, each: matmul peak, the skeletons, each model.")
-flags.DEFINE_bool("jit_compile", True, "Compile both models' train steps with XLA.")
+flags.DEFINE_bool("jit_compile", False, "Compile both models' train steps with XLA (off: as "
+                  "pipelines/pretrain.py runs fp32 on a CPU).")
 flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16"],
                   "Keras dtype policy of both models. mixed_bfloat16 runs the matmuls on AMX where "
                   "the CPU has it; the fractions stay relative to the fp32 matmul peak.")

@@ -102,13 +102,14 @@ def test_divergence_stops_and_keeps_the_last_good_checkpoint(tmp_path):
             assert np.isfinite(value).all(), name
 
 
-def test_xla_by_default_except_bf16_on_cpu_and_the_flag_wins(tmp_path):
-    one_device = build_strategy("one_device")
-    assert use_xla(options(tmp_path), one_device)
+def test_no_xla_for_fp32_and_bf16_on_cpu_and_the_flag_wins(tmp_path):
+    one_device = build_strategy("one_device")  # no GPU here
+    assert not use_xla(options(tmp_path), one_device)
+    assert not use_xla(options(tmp_path, mixed_precision="bf16"), one_device)
     assert use_xla(options(tmp_path, mixed_precision="fp16"), one_device)
-    assert not use_xla(options(tmp_path, mixed_precision="bf16"), one_device)  # no GPU here
     assert use_xla(options(tmp_path, mixed_precision="bf16", jit_compile=True), one_device)
-    assert not use_xla(options(tmp_path, jit_compile=False), one_device)
+    assert use_xla(options(tmp_path, jit_compile=True), one_device)
+    assert not use_xla(options(tmp_path, mixed_precision="fp16", jit_compile=False), one_device)
 
 
 def test_invalid_settings_name_the_flag(tmp_path):
