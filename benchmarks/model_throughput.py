@@ -48,6 +48,8 @@ flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16"],
 
 SKELETONS = ("matmul-only step", "matmul-only step, XLA")
 OURS, HUBS = "albert-tf AlbertPretrainer", "keras-hub AlbertMaskedLM"
+SHORT_NAMES = {SKELETONS[0]: "matmul-only", SKELETONS[1]: "matmul-only XLA", OURS: "albert-tf",
+               HUBS: "keras-hub"}
 
 
 def batch_arrays(c: AlbertConfig, batch: int, seq: int, predictions: int) -> dict:
@@ -145,8 +147,7 @@ def main(argv):
         for name, timer in timers.items():
             seconds[name].append(timer(FLAGS.steps))
             fractions[name].append(flops / seconds[name][-1] / 1e9 / peaks[-1])
-            line.append(f"{name.split()[0].replace(',', '')}{' XLA' * name.endswith('XLA')} "
-                        f"{fractions[name][-1]:.2f}")
+            line.append(f"{SHORT_NAMES[name]} {fractions[name][-1]:.2f}")
         print("  ".join(line))
     for (m, k, n), rate in shape_rates.items():
         print(f"fp32 matmul [{m}x{k}]x[{k}x{n}]: best {rate:.1f} GFLOP/s")
