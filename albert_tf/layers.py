@@ -168,9 +168,10 @@ class AlbertFeedForward(ConfigLayer):
         self.layer_norm.build(input_shape)
 
     def call(self, x, training=None):
-        if training and activation(self.config.hidden_act) == "gelu_approximate":
+        if (training and activation(self.config.hidden_act) == "gelu_approximate"
+                and self.compute_dtype == "float32"):
             # Same math as the Dense with its activation, in one compiled kernel (fused_gelu.py);
-            # training only, so exported graphs keep plain ops.
+            # training only, so exported graphs keep plain ops; float32 only, where it is faster.
             dense = self.intermediate_dense
             hidden = ops.matmul(x, ops.cast(dense.kernel, x.dtype))
             hidden = bias_gelu(hidden, ops.cast(dense.bias, hidden.dtype))

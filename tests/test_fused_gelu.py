@@ -1,5 +1,6 @@
 """The compiled bias + GELU of the training path equals the plain ops, values and gradients."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -62,3 +63,14 @@ def test_training_path_equals_inference_path(jit_compile, monkeypatch):
     for variable, got, want in zip(model.trainable_variables, fused_grads, plain_grads):
         scale = max(float(tf.reduce_max(tf.abs(want))), 1e-6)
         np.testing.assert_allclose(got, want, atol=2e-5 * scale, err_msg=variable.path)
+
+
+def test_mixed_precision_training_keeps_the_plain_ops(monkeypatch):
+    # XLA:CPU's bfloat16 elementwise code is slower than TF's: the fused kernel is float32 only.
+    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+    model = AlbertPretrainer(AlbertConfig(**TINY))
+    calls = []
+    monkeypatch.setattr(layers, "bias_gelu", lambda *args: calls.append(1) or bias_gelu(*args))
+    outputs, grads = gradients(model, pretraining_batch(model.config), True)
+    assert not calls
+    assert all(np.isfinite(g.numpy()).all() for g in grads)
