@@ -9,7 +9,8 @@ matmuls (the best of the model's own shapes and a 2048^3 product), then the skel
 model, so that all of them see the same machine state. Achieved rate = analytic training FLOPs
 (`training_flops`, held to the real train step's graph by a test) / step time. This VM is
 throttled from time to time (whole rounds run ~1.7x slower), so the summary keeps each one's best
-round, and prints every round's fraction of that round's peak.
+round, and prints every round's fraction of that round's peak (the better of the peak windows
+before and after it).
 
     python benchmarks/model_throughput.py [--steps=1 --rounds=12] [--preset=base] [--jit_compile]
 """
@@ -135,20 +136,29 @@ def main(argv):
         timer(2)
     shape_rates = {shape: 0.0 for shape in shapes}
     seconds = {name: [] for name in timers}
-    fractions = {name: [] for name in timers}  # of the same round's peak
-    peaks = []
-    for round_index in range(FLAGS.rounds):
+    windows = []  # peak windows: one before each round and one after the last
+
+    def peak_window() -> float:
+        rates = {shape: mm.gflops(0.25 * FLAGS.steps) for shape, mm in matmuls.items()}
+        for shape, rate in rates.items():
+            shape_rates[shape] = max(shape_rates[shape], rate)
+        return max(rates.values())
+
+    for _ in range(FLAGS.rounds):
         # Rounds of one step each: the VM's throttling spells last longer, so all the
         # entries of a round see the same machine state.
-        rates = {shape: mm.gflops(0.25 * FLAGS.steps) for shape, mm in matmuls.items()}
-        shape_rates = {shape: max(shape_rates[shape], rate) for shape, rate in rates.items()}
-        peaks.append(max(rates.values()))
-        line = [f"round {round_index}: peak {peaks[-1]:6.1f} GFLOP/s"]
+        windows.append(peak_window())
         for name, timer in timers.items():
             seconds[name].append(timer(FLAGS.steps))
-            fractions[name].append(flops / seconds[name][-1] / 1e9 / peaks[-1])
-            line.append(f"{SHORT_NAMES[name]} {fractions[name][-1]:.2f}")
-        print("  ".join(line))
+    windows.append(peak_window())
+    # A round's peak is the better of the windows around it: a throttled window must not make
+    # the round look better than the machine allowed.
+    peaks = [max(before, after) for before, after in zip(windows, windows[1:])]
+    fractions = {name: [flops / step / 1e9 / peak for step, peak in zip(times, peaks)]
+                 for name, times in seconds.items()}
+    for round_index, round_peak in enumerate(peaks):
+        print(f"round {round_index}: peak {round_peak:6.1f} GFLOP/s  " + "  ".join(
+            f"{SHORT_NAMES[name]} {fractions[name][round_index]:.2f}" for name in timers))
     for (m, k, n), rate in shape_rates.items():
         print(f"fp32 matmul [{m}x{k}]x[{k}x{n}]: best {rate:.1f} GFLOP/s")
     peak = max(peaks)
