@@ -71,30 +71,28 @@ def convert(saved_model_dir: str, signatures: list[str], variant: str,
     accuracy this costs. (The switch is a private converter attribute: the public API has no
     per-layer one.)
     """
-    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=signatures)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown TFLite variant {variant!r}; choose from {VARIANTS}")
     if variant in CALIBRATED_VARIANTS and representative is None:
         raise ValueError(f"{variant} needs representative examples to calibrate on")
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=signatures)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if variant != "tflite_fp32":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if variant == "tflite_fp16":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.target_spec.supported_types = [tf.float16]
-    elif variant in ("tflite_int8_dynamic", "tflite_int8_integer_only"):
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter._experimental_disable_per_channel_quantization_for_dense_layers = shared_weights
-        if variant == "tflite_int8_integer_only":
-            converter.representative_dataset = representative
-            converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    elif variant == "tflite_int8":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if variant in CALIBRATED_VARIANTS:
         converter.representative_dataset = representative
-        converter._experimental_calibrate_only = True  # float model + ranges, quantized below
-        model = lite_convert.mlir_quantize(
-            converter.convert(), denylisted_ops=list(INT8_FLOAT_OPS),
-            disable_per_channel_for_dense_layers=shared_weights)
-        return share_tied_embedding_table(model) if shared_weights else model
-    elif variant != "tflite_fp32":
-        raise ValueError(f"unknown TFLite variant {variant!r}; choose from {VARIANTS}")
-    return converter.convert()
+    if variant in ("tflite_int8_dynamic", "tflite_int8_integer_only"):
+        converter._experimental_disable_per_channel_quantization_for_dense_layers = shared_weights
+    if variant == "tflite_int8_integer_only":
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    if variant != "tflite_int8":
+        return converter.convert()
+    converter._experimental_calibrate_only = True  # float model + ranges, quantized below
+    model = lite_convert.mlir_quantize(converter.convert(), denylisted_ops=list(INT8_FLOAT_OPS),
+                                       disable_per_channel_for_dense_layers=shared_weights)
+    return share_tied_embedding_table(model) if shared_weights else model
 
 
 @contextlib.contextmanager

@@ -82,7 +82,7 @@ class MatmulSkeleton:
 
     def __init__(self, c: AlbertConfig, batch: int, seq: int, predictions: int,
                  jit_compile: bool):
-        self.config, self.batch, self.seq, self.predictions = c, batch, seq, predictions
+        self.config, self.batch, self.seq = c, batch, seq
         rng = tf.random.Generator.from_seed(0)
         h, e, tokens = c.hidden_size, c.embedding_size, batch * seq
 

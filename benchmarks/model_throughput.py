@@ -67,28 +67,22 @@ def batch_arrays(c: AlbertConfig, batch: int, seq: int, predictions: int) -> dic
     }
 
 
-def model_timer(model, dataset):
-    """Seconds per training step: Keras's own compiled train step (what `fit` runs), without
-    `fit`'s per-call setup, so that rounds can be as short as one step."""
+def step_timer(step):
+    """Seconds per call of `step`, averaged over `steps` calls."""
+    def seconds_per_step(steps: int) -> float:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        return (time.perf_counter() - start) / steps
+    return seconds_per_step
+
+
+def model_step(model, dataset):
+    """One training step: Keras's own compiled train step (what `fit` runs), without `fit`'s
+    per-call setup, so that rounds can be as short as one step."""
     model.fit(dataset, steps_per_epoch=1, epochs=1, verbose=0)  # builds `train_function`
     iterator = iter(dataset)
-
-    def seconds_per_step(steps: int) -> float:
-        start = time.perf_counter()
-        for _ in range(steps):
-            model.train_function(iterator)
-        return (time.perf_counter() - start) / steps
-    return seconds_per_step
-
-
-def skeleton_timer(skeleton: MatmulSkeleton):
-    """Seconds per matmul-only step over `steps` steps."""
-    def seconds_per_step(steps: int) -> float:
-        start = time.perf_counter()
-        for _ in range(steps):
-            skeleton()
-        return (time.perf_counter() - start) / steps
-    return seconds_per_step
+    return lambda: model.train_function(iterator)
 
 
 def ours(c, arrays):
@@ -128,10 +122,10 @@ def main(argv):
           f"dtype policy {FLAGS.dtype_policy}")
     print(f"ALBERT-{FLAGS.preset}, seq {t}, batch {b}: {flops / 1e9:.1f} GFLOP per training step")
     arrays = batch_arrays(c, b, t, p)
-    timers = {name: skeleton_timer(MatmulSkeleton(c, b, t, p, jit_compile=jit))
+    timers = {name: step_timer(MatmulSkeleton(c, b, t, p, jit_compile=jit))
               for name, jit in zip(SKELETONS, (False, True))}
-    timers[OURS] = model_timer(*ours(c, arrays))
-    timers[HUBS] = model_timer(*keras_hubs(c, arrays))
+    timers[OURS] = step_timer(model_step(*ours(c, arrays)))
+    timers[HUBS] = step_timer(model_step(*keras_hubs(c, arrays)))
     for timer in timers.values():  # compile and warm up all before timing any
         timer(2)
     shape_rates = {shape: 0.0 for shape in shapes}

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from benchmarks.matmul_reference import MatmulSkeleton, graph_matmul_flops, training_flops
-from tests.test_model import pretraining_batch
+from tests.test_model import gradient_step, pretraining_batch
 
 BATCH, SEQ, PREDICTIONS = 2, 12, 3
 CONFIGS = {
@@ -20,14 +20,8 @@ CONFIGS = {
 
 
 def train_step_graph(model, features) -> tf.Graph:
-    @tf.function
-    def step(features):
-        with tf.GradientTape() as tape:
-            loss = model.compute_loss(x=features, y_pred=model(features, training=True))
-        return tape.gradient(loss, model.trainable_variables)
-
     specs = {k: tf.TensorSpec(v.shape, v.dtype) for k, v in features.items()}
-    return step.get_concrete_function(specs).graph
+    return gradient_step(model).get_concrete_function(specs).graph
 
 
 @pytest.mark.parametrize("overrides", CONFIGS.values(), ids=CONFIGS.keys())

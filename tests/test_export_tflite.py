@@ -102,8 +102,7 @@ def test_every_variant_on_real_sentences_and_full_int8_refused_on_random_weights
         export_model(serving_head("pretrainer", model), config)
     report = json.loads((tmp_path / "export_report_albert_1.json").read_text())
     for variant in ALL_VARIANTS[3:]:
-        assert not (tmp_path / "albert_tflite" / "1" /
-                    f"albert_{variant.removeprefix('tflite_')}.tflite").exists()
+        assert not pathlib.Path(config.destinations()[variant]).exists()
         assert report["artifacts"][variant]["figures"]["top1_agreement"] < 0.95
     # tflite_int8 holds the tied 30000 x 16 int8 table once; the integer-only variant twice.
     int8_size = report["artifacts"]["tflite_int8"]["size_bytes"]
@@ -114,7 +113,7 @@ def test_every_variant_on_real_sentences_and_full_int8_refused_on_random_weights
     sizes = {}
     for variant in ALL_VARIANTS[:3]:
         entry = report["artifacts"][variant]
-        path = tmp_path / "albert_tflite" / "1" / f"albert_{variant.removeprefix('tflite_')}.tflite"
+        path = pathlib.Path(config.destinations()[variant])
         sizes[variant] = path.stat().st_size
         assert entry["failures"] == [] and entry["size_bytes"] == sizes[variant]
         assert not non_builtin_ops(path.read_bytes())
@@ -147,9 +146,10 @@ def test_calibrated_int8_of_an_original_checkpoint_passes(tmp_path):
                    for k in (*INPUTS, "masked_lm_positions")},
                 "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
                     value=examples["masked_lm_weights"][i]))})).SerializeToString())
-    report = export_model(serving_head("pretrainer", model), ExportConfig(
-        output_dir=str(tmp_path / "out"), max_seq_length=16, max_predictions_per_seq=4,
-        formats=ALL_VARIANTS[3:], representative_data=str(records), latency_runs=5))
+    config = ExportConfig(output_dir=str(tmp_path / "out"), max_seq_length=16,
+                          max_predictions_per_seq=4, formats=ALL_VARIANTS[3:],
+                          representative_data=str(records), latency_runs=5)
+    report = export_model(serving_head("pretrainer", model), config)
     assert all(l.mask_adder == -10000.0 for l in model._flatten_layers()
                if isinstance(l, layers.AlbertAttention))  # the int8 tracing's mask did not leak
     held_out = random_examples(300, 16, 4, 200, seed=4)
@@ -157,7 +157,7 @@ def test_calibrated_int8_of_an_original_checkpoint_passes(tmp_path):
         {k: tf.constant(v) for k, v in held_out.items() if k != "masked_lm_weights"}).items()}
     partitions = {}
     for variant in ALL_VARIANTS[3:]:
-        path = tmp_path / "out" / "albert_tflite" / "1" / f"albert_{variant[len('tflite_'):]}.tflite"
+        path = pathlib.Path(config.destinations()[variant])
         ops = report["artifacts"][variant]["ops"]
         assert "QUANTIZE" in ops and "FULLY_CONNECTED" in ops
         assert not non_builtin_ops(path.read_bytes())

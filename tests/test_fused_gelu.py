@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer, layers
 from albert_tf.fused_gelu import bias_gelu
-from tests.test_model import TINY, pretraining_batch
+from tests.test_model import TINY, gradient_step, pretraining_batch
 
 
 def plain_bias_gelu(x, bias):
@@ -36,12 +36,7 @@ def test_bias_gelu_matches_plain_ops(dtype, tolerance):
 
 
 def gradients(model, features, training, jit_compile=False):
-    @tf.function(jit_compile=jit_compile)
-    def step(features):
-        with tf.GradientTape() as tape:
-            outputs = model(features, training=training)
-            loss = model.compute_loss(x=features, y_pred=outputs)
-        return outputs, tape.gradient(loss, model.trainable_variables)
+    step = gradient_step(model, training, jit_compile)
     outputs, grads = step({k: tf.constant(v) for k, v in features.items()})
     return outputs, [tf.convert_to_tensor(g) for g in grads]
 

@@ -38,6 +38,17 @@ def pretraining_batch(config, batch=2, seq=12, predictions=3, seed=0):
     }
 
 
+def gradient_step(model, training=True, jit_compile=False):
+    """tf.function: features -> (outputs, gradients of the pretraining loss, one per variable)."""
+    @tf.function(jit_compile=jit_compile)
+    def step(features):
+        with tf.GradientTape() as tape:
+            outputs = model(features, training=training)
+            loss = model.compute_loss(x=features, y_pred=outputs)
+        return outputs, tape.gradient(loss, model.trainable_variables)
+    return step
+
+
 def test_parameter_counts_equal_the_original_and_the_paper():
     print("\nmodel   sharing    ours         paper")
     for (preset, sharing), expected in EXPECTED_COUNTS.items():
