@@ -12,6 +12,7 @@ from keras import ops
 
 from albert_tf.config import AlbertConfig
 from albert_tf.fused_gelu import bias_gelu
+from albert_tf.layer_norm import AlbertLayerNorm
 
 # The original adds -10000 (not -inf) to the scores of padded keys; kept for parity.
 MASK_ADDER = -10000.0
@@ -36,8 +37,8 @@ def gelu_approximate(x):
     return keras.activations.gelu(x, approximate=True)
 
 
-def _layer_norm(name: str) -> keras.layers.LayerNormalization:
-    return keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name=name)
+def _layer_norm(name: str) -> AlbertLayerNorm:
+    return AlbertLayerNorm(epsilon=LAYER_NORM_EPSILON, name=name)
 
 
 def _dense(units: int, config: AlbertConfig, name: str, act: str | None = None):

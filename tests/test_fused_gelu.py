@@ -43,8 +43,9 @@ def gradients(model, features, training, jit_compile=False):
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
 def test_training_path_equals_inference_path(jit_compile, monkeypatch):
-    # No dropout, so training=True (fused GELU) and training=False (Dense + activation) compute
-    # the same function: outputs and every variable's gradient agree.
+    # No dropout, so training=True (fused GELU, hand-written LayerNorm gradient) and
+    # training=False (Dense + activation, Keras's LayerNorm) compute the same function: outputs
+    # and every variable's gradient agree.
     model = AlbertPretrainer(AlbertConfig(**TINY))
     features = pretraining_batch(model.config)
     calls = []
