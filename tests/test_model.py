@@ -113,7 +113,16 @@ def test_losses_match_a_numpy_reference():
     log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     nll = -np.take_along_axis(log_probs, ids[..., None], -1)[..., 0]
     expected = (weights * nll).sum() / (weights.sum() + 1e-5)
-    assert float(masked_lm_loss(logits, ids, weights)) == pytest.approx(expected, rel=1e-6)
+    logits_tensor = tf.constant(logits)
+    with tf.GradientTape() as tape:
+        tape.watch(logits_tensor)
+        loss = masked_lm_loss(logits_tensor, ids, weights)
+    assert float(loss) == pytest.approx(expected, rel=1e-6)
+    # d loss / d logits = w * (softmax - one_hot) / (sum(w) + 1e-5)
+    softmax = np.exp(log_probs)
+    one_hot = np.eye(7, dtype=np.float32)[ids]
+    expected_gradient = weights[..., None] * (softmax - one_hot) / (weights.sum() + 1e-5)
+    np.testing.assert_allclose(tape.gradient(loss, logits_tensor), expected_gradient, atol=1e-6)
     sop = rng.normal(size=(4, 2)).astype(np.float32)
     labels = np.array([[0], [1], [1], [0]])
     sop_lp = sop - np.log(np.exp(sop).sum(-1, keepdims=True))
