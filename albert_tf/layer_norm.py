@@ -1,12 +1,13 @@
 """LayerNorm whose training gradient is written out by hand: same math, fewer passes.
 
-Autodiff of Keras's `layer_normalization` emits ~25 TensorFlow ops per backward pass (broadcast
-gradients, the moments' chain, reshapes of gamma and beta), each a pass over the [tokens, hidden]
-activation. The closed-form gradient below is ~11 passes and keeps only the normalised input and
-the row scale from the forward. Measured on ALBERT-base (seq 128, batch 8, 2 CPU cores, A/B
-interleaved step by step): the 12-layer gradient step is ~4% faster, with outputs and gradients
-equal to Keras's to float rounding (tests/test_layer_norm.py). Plain TF ops, not an XLA kernel:
-XLA:CPU's column sums (the gamma and beta gradients) made a compiled version slower.
+Without XLA every TensorFlow op is a pass over the [tokens, hidden] activation, and autodiff of
+Keras's `layer_normalization` differentiates its moments and broadcasts op by op. The closed-form
+gradient below is a dozen ops and keeps only the normalised input and the row scale from the
+forward. Measured on 2 CPU cores: forward + backward at [1024, 768] takes 3.0 ms against Keras's
+3.9 ms; in ALBERT-base (seq 128, batch 8, A/B interleaved step by step) the 12-layer gradient
+step is ~4% faster and the whole train step ~3%. Outputs and gradients equal Keras's to float
+rounding (tests/test_layer_norm.py). Plain TF ops, not an XLA kernel: XLA:CPU's column sums (the
+gamma and beta gradients) made a compiled version slower than Keras's own.
 
 Only training uses it, so exported graphs (SavedModel, TFLite) keep Keras's forward ops.
 """
