@@ -14,11 +14,19 @@ def plain_bias_gelu(x, bias):
     return tf.nn.gelu(x + bias, approximate=True)
 
 
-def value_and_gradients(fn, x, bias, output_gradient):
+def value_and_gradients(fn, inputs, output_gradient):
+    """[fn(*inputs), d/d input for each input], given the output's gradient."""
     with tf.GradientTape() as tape:
-        tape.watch([x, bias])
-        y = fn(x, bias)
-    return [y, *tape.gradient(y, [x, bias], output_gradients=output_gradient)]
+        tape.watch(inputs)
+        y = fn(*inputs)
+    return [y, *tape.gradient(y, inputs, output_gradients=output_gradient)]
+
+
+def count_calls(monkeypatch, module, name) -> list:
+    """Wraps `module.name` so that each call appends to the returned list."""
+    calls, function = [], getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *args: calls.append(1) or function(*args))
+    return calls
 
 
 @pytest.mark.parametrize("dtype, tolerance", [("float32", 2e-6), ("bfloat16", 2e-2)])
@@ -26,8 +34,8 @@ def test_bias_gelu_matches_plain_ops(dtype, tolerance):
     rng = np.random.default_rng(0)
     x, bias, dy = (tf.constant(rng.normal(0, 2, shape), dtype)
                    for shape in ((3, 5, 64), (64,), (3, 5, 64)))
-    fused = value_and_gradients(bias_gelu, x, bias, dy)
-    plain = value_and_gradients(plain_bias_gelu, x, bias, dy)
+    fused = value_and_gradients(bias_gelu, [x, bias], dy)
+    plain = value_and_gradients(plain_bias_gelu, [x, bias], dy)
     for name, got, want in zip(("value", "d x", "d bias"), fused, plain):
         assert got.dtype == want.dtype, name
         got, want = (np.asarray(tf.cast(t, "float32")) for t in (got, want))
@@ -48,8 +56,7 @@ def test_training_path_equals_inference_path(jit_compile, monkeypatch):
     # and every variable's gradient agree.
     model = AlbertPretrainer(AlbertConfig(**TINY))
     features = pretraining_batch(model.config)
-    calls = []
-    monkeypatch.setattr(layers, "bias_gelu", lambda *args: calls.append(1) or bias_gelu(*args))
+    calls = count_calls(monkeypatch, layers, "bias_gelu")
     fused_outputs, fused_grads = gradients(model, features, True, jit_compile)
     assert len(calls) == model.config.num_hidden_layers  # one FFN per layer (all shared)
     plain_outputs, plain_grads = gradients(model, features, False)
@@ -65,8 +72,7 @@ def test_mixed_precision_training_keeps_the_plain_ops(monkeypatch):
     # XLA:CPU's bfloat16 elementwise code is slower than TF's: the fused kernel is float32 only.
     keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
     model = AlbertPretrainer(AlbertConfig(**TINY))
-    calls = []
-    monkeypatch.setattr(layers, "bias_gelu", lambda *args: calls.append(1) or bias_gelu(*args))
+    calls = count_calls(monkeypatch, layers, "bias_gelu")
     outputs, grads = gradients(model, pretraining_batch(model.config), True)
     assert not calls
     assert all(np.isfinite(g.numpy()).all() for g in grads)

@@ -7,14 +7,8 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer, layer_norm
 from albert_tf.layer_norm import AlbertLayerNorm, layer_norm_with_gradient
+from tests.test_fused_gelu import count_calls, value_and_gradients
 from tests.test_model import TINY, gradient_step, pretraining_batch
-
-
-def value_and_gradients(fn, inputs, output_gradient):
-    with tf.GradientTape() as tape:
-        tape.watch(inputs)
-        y = fn(*inputs)
-    return [y, *tape.gradient(y, inputs, output_gradients=output_gradient)]
 
 
 @pytest.mark.parametrize("shape", [(3, 5, 64), (7, 32)], ids=["rank3", "rank2"])
@@ -44,9 +38,7 @@ def test_gradient_equals_autodiff_of_keras_layer_norm(shape, jit_compile):
 def test_layer_runs_the_hand_written_gradient_in_training_only(monkeypatch):
     layer = AlbertLayerNorm(epsilon=1e-12, name="LayerNorm")
     x = tf.constant(np.random.default_rng(1).normal(size=(2, 4, 8)), "float32")
-    calls = []
-    monkeypatch.setattr(layer_norm, "layer_norm_with_gradient",
-                        lambda *args: calls.append(1) or layer_norm_with_gradient(*args))
+    calls = count_calls(monkeypatch, layer_norm, "layer_norm_with_gradient")
     inference = layer(x, training=False)
     assert not calls
     training = layer(x, training=True)
@@ -61,9 +53,7 @@ def test_only_the_last_axis_is_supported():
 
 
 def test_every_layer_norm_of_the_model_trains_through_it_and_mixed_precision_works(monkeypatch):
-    calls = []
-    monkeypatch.setattr(layer_norm, "layer_norm_with_gradient",
-                        lambda *args: calls.append(1) or layer_norm_with_gradient(*args))
+    calls = count_calls(monkeypatch, layer_norm, "layer_norm_with_gradient")
     keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
     model = AlbertPretrainer(AlbertConfig(**TINY))
     features = {k: tf.constant(v) for k, v in pretraining_batch(model.config).items()}
