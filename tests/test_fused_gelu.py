@@ -7,26 +7,12 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer, layers
 from albert_tf.fused_gelu import bias_gelu
+from tests.gradient_helpers import count_calls, value_and_gradients
 from tests.test_model import TINY, gradient_step, pretraining_batch
 
 
 def plain_bias_gelu(x, bias):
     return tf.nn.gelu(x + bias, approximate=True)
-
-
-def value_and_gradients(fn, inputs, output_gradient):
-    """[fn(*inputs), d/d input for each input], given the output's gradient."""
-    with tf.GradientTape() as tape:
-        tape.watch(inputs)
-        y = fn(*inputs)
-    return [y, *tape.gradient(y, inputs, output_gradients=output_gradient)]
-
-
-def count_calls(monkeypatch, module, name) -> list:
-    """Wraps `module.name` so that each call appends to the returned list."""
-    calls, function = [], getattr(module, name)
-    monkeypatch.setattr(module, name, lambda *args: calls.append(1) or function(*args))
-    return calls
 
 
 @pytest.mark.parametrize("dtype, tolerance", [("float32", 2e-6), ("bfloat16", 2e-2)])

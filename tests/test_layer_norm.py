@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer, layer_norm
 from albert_tf.layer_norm import AlbertLayerNorm, layer_norm_with_gradient
-from tests.test_fused_gelu import count_calls, value_and_gradients
+from tests.gradient_helpers import count_calls, value_and_gradients
 from tests.test_model import TINY, gradient_step, pretraining_batch
 
 
