@@ -12,6 +12,7 @@ import textwrap
 import numpy as np
 
 from albert_tf.checkpoints import read_tf1_checkpoint
+from tests.tolerances import TRAINING_STEPS, assert_close_to_scale
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "tests/fixtures/original_data/orig_small_seq128.tfrecord"
@@ -54,7 +55,7 @@ def test_mirrored_over_two_devices_matches_one_device(tmp_path):
     one = read_tf1_checkpoint(tmp_path / "one_device" / "tf1")
     mirrored = read_tf1_checkpoint(tmp_path / "mirrored" / "tf1")
     for name in one:
-        np.testing.assert_allclose(mirrored[name], one[name], atol=2e-5, err_msg=name)
+        assert_close_to_scale(mirrored[name], one[name], TRAINED_WEIGHTS, err_msg=name)
 
 
 def _free_ports(count):

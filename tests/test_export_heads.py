@@ -14,7 +14,12 @@ from ai_edge_litert.interpreter import Interpreter
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer
 from albert_tf.classifier import AlbertClassifier
 from albert_tf.export import ExportConfig, export_model, load_serving_head
+from albert_tf.export_parity import ParityThresholds
 from albert_tf.tokenization import AlbertTokenizer
+from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
+
+# Compares floats against goldens or another form of the model: CI reruns it on other kernels.
+pytestmark = pytest.mark.numerics
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 CHECKPOINTS = FIXTURES / "original_checkpoints"
@@ -29,17 +34,15 @@ def log_softmax(x):
     return shifted - np.log(np.sum(np.exp(shifted), -1, keepdims=True))
 
 
-def assert_golden(outputs, expected, atol):
+def assert_golden(outputs, expected, relative):
     real = expected["input_mask"].astype(bool)  # padded positions are not meaningful
-    np.testing.assert_allclose(outputs["sequence_output"][real], expected["sequence_output"][real],
-                               atol=atol, rtol=0)
-    np.testing.assert_allclose(outputs["pooled_output"], expected["pooled_output"], atol=atol,
-                               rtol=0)
+    assert_close_to_scale(outputs["sequence_output"][real], expected["sequence_output"][real],
+                          relative)
+    assert_close_to_scale(outputs["pooled_output"], expected["pooled_output"], relative)
     vocab = outputs["mlm_logits"].shape[-1]
-    np.testing.assert_allclose(log_softmax(outputs["mlm_logits"]).reshape(-1, vocab),
-                               expected["mlm_log_probs"], atol=atol, rtol=0)
-    np.testing.assert_allclose(log_softmax(outputs["sop_logits"]), expected["sop_log_probs"],
-                               atol=atol, rtol=0)
+    assert_close_to_scale(log_softmax(outputs["mlm_logits"]).reshape(-1, vocab),
+                          expected["mlm_log_probs"], relative)
+    assert_close_to_scale(log_softmax(outputs["sop_logits"]), expected["sop_log_probs"], relative)
 
 
 @pytest.mark.parametrize("folder", ["albert_tiny_shared", "albert_tiny_grouped",
@@ -57,7 +60,7 @@ def test_original_checkpoints_exported_still_give_the_golden_outputs(folder, tmp
     outputs = {**signatures["serving_default"](**x), **signatures["sop"](**x),
                **signatures["mlm"](**x, masked_lm_positions=tf.constant(
                    expected["masked_lm_positions"]))}
-    assert_golden({k: v.numpy() for k, v in outputs.items()}, expected, atol=2e-5)
+    assert_golden({k: v.numpy() for k, v in outputs.items()}, expected, GOLDEN)
     if "tflite_fp32" in formats:
         interpreter = Interpreter(
             model_path=str(tmp_path / "albert_tflite" / "1" / "albert_fp32.tflite"))
@@ -69,7 +72,7 @@ def test_original_checkpoints_exported_still_give_the_golden_outputs(folder, tmp
                          **interpreter.get_signature_runner("mlm")(
                              **row, masked_lm_positions=expected["masked_lm_positions"][i:i + 1])})
         assert_golden({k: np.concatenate([r[k] for r in rows]) for k in rows[0]}, expected,
-                      atol=2e-5)
+                      GOLDEN)
 
 
 def generic_classifier(config):
@@ -98,7 +101,7 @@ def test_classifier_head_serves_probabilities(build, tmp_path):
     assert sorted(signatures) == ["serve_examples", "serving_default"]
     got = signatures["serving_default"](**{k: tf.constant(expected[k]) for k in INPUTS})
     assert list(got) == ["probabilities"]
-    np.testing.assert_allclose(got["probabilities"].numpy(), reference, atol=1e-6, rtol=0)
+    assert_close_to_scale(got["probabilities"].numpy(), reference, SAME_MODEL)
     interpreter = Interpreter(
         model_path=str(tmp_path / "out" / "albert_tflite" / "1" / "albert_fp32.tflite"))
     assert interpreter.get_signature_list() == {
@@ -106,7 +109,7 @@ def test_classifier_head_serves_probabilities(build, tmp_path):
     runner = interpreter.get_signature_runner("serving_default")
     for i in range(2):
         got = runner(**{k: expected[k][i:i + 1] for k in INPUTS})["probabilities"][0]
-        np.testing.assert_allclose(got, reference[i], atol=1e-5, rtol=0)
+        assert_close_to_scale(got, reference[i], ParityThresholds().fp32_relative_diff)
 
 
 def test_text_classifier_takes_sentence_pairs(tmp_path):
@@ -129,8 +132,8 @@ def test_text_classifier_takes_sentence_pairs(tmp_path):
     tokenizer = AlbertTokenizer(SPM)
     packed = [tokenizer.encode_pair(a, b, 32) for a, b in zip(premises, hypotheses)]
     reference = model({k: np.array([getattr(p, k) for p in packed], np.int32) for k in INPUTS})
-    np.testing.assert_allclose(got["probabilities"].numpy(), reference["probabilities"].numpy(),
-                               atol=1e-6, rtol=0)
+    assert_close_to_scale(got["probabilities"].numpy(), reference["probabilities"].numpy(),
+                          SAME_MODEL)
     with pytest.raises(tf.errors.InvalidArgumentError, match="same batch size"):
         text.signatures["pairs"](text_a=tf.constant(premises), text_b=tf.constant(hypotheses[:2]))
 

@@ -9,13 +9,19 @@ from albert_tf import AlbertConfig, AlbertPretrainer, layers
 from albert_tf.fused_gelu import bias_gelu
 from tests.gradient_helpers import count_calls, value_and_gradients
 from tests.test_model import TINY, gradient_step, pretraining_batch
+from tests.tolerances import FEW_OPS, GRADIENTS, SAME_MODEL, assert_close_to_scale
+
+# Compares floats against goldens or another form of the model: CI reruns it on other kernels.
+pytestmark = pytest.mark.numerics
 
 
 def plain_bias_gelu(x, bias):
     return tf.nn.gelu(x + bias, approximate=True)
 
 
-@pytest.mark.parametrize("dtype, tolerance", [("float32", 2e-6), ("bfloat16", 2e-2)])
+# float32: 16 ulps (a few elementwise ops, tanh); bfloat16: 2^-8 is one bfloat16 ulp at 1, and the
+# two paths round at different steps, so a few bfloat16 ulps.
+@pytest.mark.parametrize("dtype, tolerance", [("float32", FEW_OPS), ("bfloat16", 2e-2)])
 def test_bias_gelu_matches_plain_ops(dtype, tolerance):
     rng = np.random.default_rng(0)
     x, bias, dy = (tf.constant(rng.normal(0, 2, shape), dtype)
@@ -25,8 +31,7 @@ def test_bias_gelu_matches_plain_ops(dtype, tolerance):
     for name, got, want in zip(("value", "d x", "d bias"), fused, plain):
         assert got.dtype == want.dtype, name
         got, want = (np.asarray(tf.cast(t, "float32")) for t in (got, want))
-        scale = np.abs(want).max()
-        np.testing.assert_allclose(got, want, atol=tolerance * scale, err_msg=name)
+        assert_close_to_scale(got, want, tolerance, err_msg=name)
 
 
 def gradients(model, features, training, jit_compile=False):
@@ -48,10 +53,13 @@ def test_training_path_equals_inference_path(jit_compile, monkeypatch):
     plain_outputs, plain_grads = gradients(model, features, False)
     assert len(calls) == model.config.num_hidden_layers
     for name in plain_outputs:
-        np.testing.assert_allclose(fused_outputs[name], plain_outputs[name], atol=2e-6, err_msg=name)
+        assert_close_to_scale(fused_outputs[name], plain_outputs[name], SAME_MODEL, err_msg=name)
+    # Gradients are far below 1 here, so each is measured against its own largest entry, floored
+    # at 1e-3 of the whole gradient's: some are zero up to cancellation round-off (~1e-13).
+    whole = max(float(tf.reduce_max(tf.abs(g))) for g in plain_grads)
     for variable, got, want in zip(model.trainable_variables, fused_grads, plain_grads):
-        scale = max(float(tf.reduce_max(tf.abs(want))), 1e-6)
-        np.testing.assert_allclose(got, want, atol=2e-5 * scale, err_msg=variable.path)
+        scale = max(float(tf.reduce_max(tf.abs(want))), 1e-3 * whole)
+        np.testing.assert_allclose(got, want, rtol=0, atol=GRADIENTS * scale, err_msg=variable.path)
 
 
 def test_mixed_precision_training_keeps_the_plain_ops(monkeypatch):
