@@ -8,6 +8,7 @@ TFLite is calibrated on them. All arrays are numpy, at one fixed `max_seq_length
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 
@@ -112,15 +113,28 @@ def examples_from_tfrecords(path: str, max_seq_length: int, max_predictions: int
     """The first `limit` records of a pretraining TFRecord file in the original schema.
 
     Sequences shorter than `max_seq_length` are padded; longer ones are an error naming the
-    record (re-create the data at this length). Records without MLM features get none.
+    record (re-create the data at this length). Records without MLM features get none. A corrupt
+    or cut record is a `CorruptRecordError` naming the record and its byte offset: examples are
+    never silently dropped from a verification or calibration set.
     """
     import tensorflow as tf  # only this reader needs TensorFlow
+    from google.protobuf.message import DecodeError
+
+    from albert_tf.record_checks import CorruptRecordError
+    from data_prep.records import BadRecord, scan_records
 
     rows = {k: [] for k in empty_examples(1, 1)}
-    try:
-        for index, serialized in enumerate(tf.data.TFRecordDataset(path).take(limit)):
-            features = tf.train.Example.FromString(serialized.numpy()).features.feature
-            where = f"{path}: record {index}"
+    with tf.io.gfile.GFile(path, "rb") as f:  # any path TensorFlow reads, gs:// included
+        for item in itertools.islice(scan_records(f, path), limit):
+            if isinstance(item, BadRecord):
+                raise CorruptRecordError(f"{path}: corrupt TFRecord file: record {item.index}: "
+                                         f"{item.problem} (byte offset {item.offset})")
+            where = f"{path}: record {item.index}"
+            try:
+                features = tf.train.Example.FromString(item.data).features.feature
+            except DecodeError:
+                raise CorruptRecordError(f"{where}: not a tf.train.Example (byte offset "
+                                         f"{item.offset})") from None
             missing = [k for k in ("input_ids", "input_mask", "segment_ids") if k not in features]
             if missing:
                 raise ValueError(f"{where} lacks features {missing} of the pretraining schema")
@@ -137,8 +151,6 @@ def examples_from_tfrecords(path: str, max_seq_length: int, max_predictions: int
                                                        max_predictions, where))
             rows["masked_lm_weights"].append(_pad_to(weights[:max_predictions] * keep,
                                                      max_predictions, where))
-    except tf.errors.DataLossError as e:
-        raise ValueError(f"{path}: corrupt TFRecord file ({e.message})") from None
     if not rows["input_ids"]:
         raise ValueError(f"{path}: no records")
     examples = {k: np.stack(v) for k, v in rows.items()}

@@ -5,9 +5,9 @@ Files are read with quoting off (a field is exactly the text between tabs; many 
 `"`), the UTF-8 BOM of MRPC is dropped, and CoLA's train/dev files have no header (its test file
 does). Labels go through `preprocess_text(lower=do_lower_case)` as in the original, then must be in
 the task's label set (STS-B: a finite float). Malformed rows (a column count different from the
-header's, an unknown label) raise `MalformedRowError` naming file and line, or are skipped and
-counted with `skip_malformed_rows=True`. The original skipped short QQP rows silently and crashed
-(or mislabelled, for rows with extra tabs) elsewhere.
+header's, an unknown label, bytes that are not UTF-8) raise `MalformedRowError` naming file and
+line, or are skipped and counted with `skip_malformed_rows=True`. The original skipped short QQP
+rows silently and crashed (or mislabelled, for rows with extra tabs) elsewhere.
 """
 
 from __future__ import annotations
@@ -136,11 +136,13 @@ def task_file(task: GlueTask, data_dir: str | os.PathLike, split: str) -> str:
     raise FileNotFoundError(f"{task.name} {split} file not found; tried {candidates}")
 
 
-def read_tsv_rows(path: str | os.PathLike):
+def read_tsv_rows(path: str | os.PathLike, undecodable: list[tuple[int, str]] | None = None):
     """Yields (line number, fields) of a TSV file read with quoting off, the UTF-8 BOM dropped.
 
     Splitting on tabs is what the original's `csv.reader(quotechar=None)` does; reading line by
-    line lets every error name its line.
+    line lets every error name its line. A line that is not UTF-8 (flipped bytes, a cut
+    multi-byte character) raises `MalformedRowError`, or is skipped and appended to the list
+    `undecodable`, if given, as (line, reason).
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
@@ -148,7 +150,12 @@ def read_tsv_rows(path: str | os.PathLike):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise MalformedRowError(f"{path}:{number}: not valid UTF-8 ({e})") from None
+                if undecodable is None:
+                    raise MalformedRowError(f"{path}:{number}: not valid UTF-8 ({e}) (set "
+                                            "skip_malformed_rows to skip and count such rows)"
+                                            ) from None
+                undecodable.append((number, f"not valid UTF-8 ({e})"))
+                continue
             if number == 1:
                 text = text.removeprefix("\ufeff")
             yield number, text.rstrip("\n").removesuffix("\r").split("\t")
@@ -161,12 +168,14 @@ def read_split(task: GlueTask | str, data_dir: str | os.PathLike, split: str,
     path = task_file(task, data_dir, split)
     layout = task.layout(split)
     result = GlueSplit(path=path, examples=[])
-    rows = read_tsv_rows(path)
+    rows = read_tsv_rows(path, result.skipped if skip_malformed_rows else None)
     expected = layout.num_columns
     if layout.header:
         header_line, header = next(rows, (1, None))
         if header is None:
             raise MalformedRowError(f"{path}:1: empty file, expected a header line")
+        if header_line != 1:
+            raise MalformedRowError(f"{path}:1: header is not valid UTF-8")
         expected = len(header)
         used = [i for i in (layout.text_a, layout.text_b, layout.label, layout.guid)
                 if i is not None and i >= 0]

@@ -12,6 +12,7 @@ import math
 import os
 import shutil
 import tempfile
+import warnings
 
 import keras
 import numpy as np
@@ -19,10 +20,12 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.checkpoints import assign_tf1_weights, read_weights, save_tf1_checkpoint
-from albert_tf.config import AlbertConfig
+from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.distribution import is_chief
 from albert_tf.json_files import write_json
-from albert_tf.input_pipeline import pretraining_dataset, pretraining_dataset_fn
+from albert_tf import record_checks
+from albert_tf.input_pipeline import (feature_spec, list_input_files, pretraining_dataset,
+                                      pretraining_dataset_fn)
 from albert_tf.model import AlbertPretrainer
 from albert_tf.optimization import create_optimizer
 from albert_tf.training_callbacks import (CheckpointSaver, StopAtStep, TrainingMonitor,
@@ -40,7 +43,7 @@ class PretrainingOptions:
     eval_input_file: str | None = None  # held-out data; None evaluates on `input_file` (original)
     init_checkpoint: str | None = None
     max_seq_length: int = 512
-    max_predictions_per_seq: int = 20
+    max_predictions_per_seq: int | None = None  # None: min(20, max_seq_length), i.e. 20 at 512
     train_batch_size: int = 4096  # global, per optimizer update
     eval_batch_size: int = 64
     optimizer: str = "lamb"
@@ -61,6 +64,11 @@ class PretrainingOptions:
     log_every_steps: int = 100
     shuffle_buffer: int = 100
     seed: int | None = None
+    skip_corrupt_records: bool = False  # skip (and count) corrupt or misfit records
+
+    def __post_init__(self):
+        self.max_predictions_per_seq = resolve_max_predictions_per_seq(
+            self.max_predictions_per_seq, self.max_seq_length)
 
 
 class SettingsError(ValueError):
@@ -130,6 +138,11 @@ def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[o.mixed_precision])
     try:
+        spec = feature_spec(o.max_seq_length, o.max_predictions_per_seq)
+        train_files, eval_files, skipped = _checked_inputs(o, spec, work_dir)
+        # Repaired copies are read as files; otherwise the patterns, globbed once per pipeline.
+        train_source = train_files if o.skip_corrupt_records else o.input_file
+        eval_source = (eval_files or train_files) if o.skip_corrupt_records else None
         with strategy.scope():
             model = AlbertPretrainer(config)
             optimizer = create_optimizer(
@@ -144,22 +157,39 @@ def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
         manager = tf.train.CheckpointManager(checkpoint, os.path.join(work_dir, "checkpoints"),
                                              max_to_keep=o.keep_checkpoint_max)
         results = {"output_dir": o.output_dir, "resumed_from": manager.latest_checkpoint}
+        if o.skip_corrupt_records:
+            results["skipped_records"] = skipped  # per input file, only those with any
         if manager.latest_checkpoint:
             checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
             logging.info("Resuming from %s at step %d", manager.latest_checkpoint,
                          optimizer_step(model))
         elif o.init_checkpoint:
             load_initial_weights(model, o.init_checkpoint)
-        if o.do_train:
-            results["train_history"] = _train(model, manager, o, strategy, work_dir)
-        step = optimizer_step(model)
-        results["global_step"] = step
-        if o.do_eval:
-            results["eval"] = evaluate(model, o, step, work_dir if chief else None)
+        try:
+            if o.do_train:
+                results["train_history"] = _train(model, manager, o, strategy, work_dir,
+                                                  train_source)
+            step = optimizer_step(model)
+            results["global_step"] = step
+            if o.do_eval:
+                results["eval"] = evaluate(model, o, step, work_dir if chief else None,
+                                           eval_source)
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as failure:
+            # `fit` stops at the failure without running another callback: no checkpoint of
+            # the failed state is saved, none is removed.
+            diagnosed = record_checks.diagnose(failure, train_files + eval_files, spec,
+                                               hint=not o.skip_corrupt_records)
+            if diagnosed is None:
+                raise
+            raise diagnosed from failure
         logging.info("final weights checksum %.10g",
                      sum(float(np.abs(v.numpy()).sum()) for v in model.weights))
         if chief:
             results.update(_export(model, work_dir, step))
+        if o.skip_corrupt_records:
+            logging.log(logging.WARNING if skipped else logging.INFO,
+                        "skipped %d corrupt record(s) in all: %s", sum(skipped.values()),
+                        json.dumps(skipped))
         return results
     finally:
         keras.config.set_dtype_policy(previous_policy)
@@ -167,15 +197,36 @@ def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _train(model, manager, o: PretrainingOptions, strategy, work_dir: str) -> list[dict]:
-    """Train up to `num_train_steps`; returns the monitor's reports (step, loss, lr, ...)."""
+def _checked_inputs(o: PretrainingOptions, spec: dict, work_dir: str
+                    ) -> tuple[list[str], list[str], dict[str, int]]:
+    """Train and held-out eval files, checked before any model is built: the first record of
+    each, or with `skip_corrupt_records` every record, repaired copies (under
+    `<work_dir>/repaired_records`) replacing files with bad ones. Also the records skipped per file.
+    """
+    reads_train = o.do_train or (o.do_eval and not o.eval_input_file)
+    train = list_input_files(o.input_file) if reads_train else []
+    held_out = list_input_files(o.eval_input_file) if o.do_eval and o.eval_input_file else []
+    files = list(dict.fromkeys(train + held_out))
+    if not o.skip_corrupt_records:
+        record_checks.preflight(files, spec)
+        return train, held_out, {}
+    readable, skipped = record_checks.skip_bad_records(
+        files, spec, os.path.join(work_dir, "repaired_records"))
+    replaced = dict(zip(files, readable))
+    return [replaced[p] for p in train], [replaced[p] for p in held_out], skipped
+
+
+def _train(model, manager, o: PretrainingOptions, strategy, work_dir: str,
+           source: str | list[str]) -> list[dict]:
+    """Train up to `num_train_steps` on `source` (patterns or files); returns the monitor's
+    reports (step, loss, lr, ...)."""
     done = optimizer_step(model)
     if done >= o.num_train_steps:
         logging.info("already at step %d of %d: nothing to train", done, o.num_train_steps)
         return []
     micro_batch = o.train_batch_size // o.gradient_accumulation_steps
     dataset = strategy.distribute_datasets_from_function(pretraining_dataset_fn(
-        o.input_file, o.max_seq_length, o.max_predictions_per_seq, micro_batch,
+        source, o.max_seq_length, o.max_predictions_per_seq, micro_batch,
         is_training=True, seed=o.seed, shuffle_buffer=o.shuffle_buffer))
     saver = CheckpointSaver(manager)
     monitor = TrainingMonitor(o.num_train_steps, o.train_batch_size, o.log_every_steps,
@@ -186,23 +237,33 @@ def _train(model, manager, o: PretrainingOptions, strategy, work_dir: str) -> li
                  o.num_train_steps, o.train_batch_size, strategy.num_replicas_in_sync,
                  f", {o.gradient_accumulation_steps} accumulation steps"
                  if o.gradient_accumulation_steps > 1 else "", model.jit_compile)
+    # shuffle=False: the records are shuffled by the input pipeline; Keras ignores `shuffle` for
+    # a dataset and only warns that it does.
     model.fit(dataset, epochs=epochs, initial_epoch=done // o.save_checkpoints_steps,
               steps_per_epoch=o.save_checkpoints_steps * o.gradient_accumulation_steps,
-              callbacks=[monitor, StopAtStep(o.num_train_steps), saver], verbose=0)
+              callbacks=[monitor, StopAtStep(o.num_train_steps), saver], verbose=0,
+              shuffle=False)
     saver.save()  # the last, possibly partial, interval
     return monitor.history
 
 
-def evaluate(model, o: PretrainingOptions, step: int, write_dir: str | None) -> dict:
+def evaluate(model, o: PretrainingOptions, step: int, write_dir: str | None,
+             files: list[str] | None = None) -> dict:
     """The original eval metrics over at most `max_eval_steps` batches of held-out data (or of the
-    training data, as the original did, when no `eval_input_file` is given)."""
+    training data, as the original did, when no `eval_input_file` is given); `files`, when given,
+    are read instead of the patterns (checked or repaired copies)."""
     source = o.eval_input_file or o.input_file
     if not o.eval_input_file:
         logging.warning("no --eval_input_file: evaluating on the training data, as the original "
                         "run_pretraining.py did; these numbers are not held-out")
-    dataset = pretraining_dataset(source, o.max_seq_length, o.max_predictions_per_seq,
+    dataset = pretraining_dataset(files or source, o.max_seq_length, o.max_predictions_per_seq,
                                   o.eval_batch_size, is_training=False, repeat=False)
-    metrics = model.evaluate(dataset.take(o.max_eval_steps), verbose=0, return_dict=True)
+    with warnings.catch_warnings():
+        # The eval records are read once and their number is not known up front, so Keras ends
+        # every evaluation by running out of data and warns as if that had cut it short.
+        warnings.filterwarnings("ignore", message=r"Your input ran out of data; interrupting",
+                                category=UserWarning)
+        metrics = model.evaluate(dataset.take(o.max_eval_steps), verbose=0, return_dict=True)
     if not int(model.metric_trackers["sentence_order_accuracy"].count.numpy()):
         raise SettingsError(f"no complete batch of --eval_batch_size={o.eval_batch_size} records "
                          f"in {source}")

@@ -5,11 +5,13 @@ job, so the protobuf wire format and the TFRecord framing are written here by ha
 frozen formats; tests check the bytes against `tf.train.Example` and `tf.io.parse_single_example`.
 
 TFRecord framing: uint64 length (little endian), uint32 masked CRC32C of those 8 bytes, the data,
-uint32 masked CRC32C of the data.
+uint32 masked CRC32C of the data. `scan_records` reads it back, locating corrupt or cut records (and
+stepping over them on request) for the training and export readers as well.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
@@ -63,26 +65,110 @@ class RecordError(ValueError):
     """A TFRecord file or Example that cannot be decoded; the message names the file and record."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A record whose framing and both CRCs check out: its index, byte offset and data."""
+
+    index: int
+    offset: int
+    data: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class BadRecord:
+    """A record that cannot be read: file, index (records counted so far), byte offset, problem."""
+
+    path: str
+    index: int
+    offset: int
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: record {self.index}: {self.problem} (byte offset {self.offset})"
+
+
+TRUNCATED_HEADER = "truncated header: the file ends inside a record"
+TRUNCATED_DATA = "truncated data: the file ends inside the record"
+BAD_LENGTH_CRC = "bad length CRC: header checksum mismatch"
+BAD_DATA_CRC = "bad data CRC: data checksum mismatch"
+_RESYNC_WINDOW = 1 << 20
+
+
+def _header_ok(header: bytes) -> bool:
+    return struct.unpack_from("<I", header, 8)[0] == masked_crc32c(header[:8])
+
+
+def _read_record(f: BinaryIO, path: str, index: int, offset: int
+                 ) -> tuple[Record | BadRecord | None, int]:
+    """The record at `offset` (where `f` is; None at the end of the file) and the offset after it
+    (-1 when none can be found from here)."""
+    header = f.read(12)
+    if not header:
+        return None, -1
+    if len(header) < 12:
+        return BadRecord(path, index, offset, TRUNCATED_HEADER), -1
+    if not _header_ok(header):
+        return BadRecord(path, index, offset, BAD_LENGTH_CRC), -1
+    (length,) = struct.unpack_from("<Q", header)
+    body = f.read(length + 4)
+    if len(body) < length + 4:
+        return BadRecord(path, index, offset, TRUNCATED_DATA), -1
+    end = offset + 16 + length
+    if struct.unpack_from("<I", body, length)[0] != masked_crc32c(body[:length]):
+        return BadRecord(path, index, offset, BAD_DATA_CRC), end
+    return Record(index, offset, body[:length]), end
+
+
+def _next_whole_record(f: BinaryIO, start: int) -> int:
+    """The first offset from `start` holding a whole record with valid CRCs (-1: none)."""
+    while True:
+        f.seek(start)
+        window = f.read(_RESYNC_WINDOW + 11)
+        for i in range(len(window) - 11):
+            if _header_ok(window[i:i + 12]):
+                f.seek(start + i)
+                if isinstance(_read_record(f, "", 0, start + i)[0], Record):
+                    return start + i
+        if len(window) < _RESYNC_WINDOW + 11:
+            return -1
+        start += _RESYNC_WINDOW
+
+
+def scan_records(f: BinaryIO, path: str, resync: bool = False) -> Iterator[Record | BadRecord]:
+    """The records of a TFRecord file open at its start (`path` names it in messages), checking
+    both CRCs.
+
+    A record that cannot be read is yielded as a `BadRecord`. Without `resync` the scan stops
+    there. With it the scan goes on: after a bad data CRC at the next record (the length was
+    checked by its own CRC), after a bad length CRC at the next offset holding a whole record with
+    valid CRCs; a file cut inside its last record ends the scan. Indices after a resync count the
+    unreadable stretch as one record.
+    """
+    index = offset = 0
+    while True:
+        item, end = _read_record(f, path, index, offset)
+        if item is None:
+            return
+        yield item
+        if isinstance(item, BadRecord):
+            if not resync:
+                return
+            if item.problem == BAD_LENGTH_CRC:
+                end = _next_whole_record(f, offset + 1)
+                if end >= 0:
+                    f.seek(end)
+            if end < 0:
+                return
+        index, offset = index + 1, end
+
+
 def read_tfrecords(path: str) -> Iterator[bytes]:
     """Yields the records of a TFRecord file, checking both CRCs of every record."""
     with open(path, "rb") as f:
-        index = 0
-        while True:
-            header = f.read(12)
-            if not header:
-                return
-            if len(header) < 12:
-                raise RecordError(f"{path}: record {index}: truncated header")
-            (length,) = struct.unpack("<Q", header[:8])
-            if struct.unpack("<I", header[8:])[0] != masked_crc32c(header[:8]):
-                raise RecordError(f"{path}: record {index}: bad length CRC")
-            body = f.read(length + 4)
-            if len(body) < length + 4:
-                raise RecordError(f"{path}: record {index}: truncated data")
-            if struct.unpack("<I", body[length:])[0] != masked_crc32c(body[:length]):
-                raise RecordError(f"{path}: record {index}: bad data CRC")
-            yield body[:length]
-            index += 1
+        for item in scan_records(f, path):
+            if isinstance(item, BadRecord):
+                raise RecordError(str(item))
+            yield item.data
 
 
 def iter_framed_records(f: BinaryIO) -> Iterator[bytes]:

@@ -16,9 +16,11 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
+from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
 
-from albert_tf import finetuning, glue
+_cli.import_tensorflow_quietly()  # the next line imports it, for the recipes
+from albert_tf import finetuning, glue  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -64,8 +66,8 @@ flags.DEFINE_string("export_dir", None, "Save classifier.keras (outputs `logits`
 flags.DEFINE_enum("recipe", None, sorted(finetuning.RECIPES), "Apply run_glue.sh's hyper-parameters "
                   "for this task; flags given explicitly on the command line override it.",
                   case_sensitive=False)
-flags.DEFINE_bool("skip_malformed_rows", False, "Skip (and count) TSV rows with a wrong column count "
-                  "or an unknown label instead of stopping with file:line.")
+flags.DEFINE_bool("skip_malformed_rows", False, "Skip (and count) TSV rows with a wrong column count, "
+                  "an unknown label or bytes that are not UTF-8 instead of stopping with file:line.")
 flags.DEFINE_bool("keep_all_checkpoints", False, "Keep every checkpoint; by default evaluation "
                   "deletes those that are neither the best nor the last, as the original did.")
 flags.DEFINE_bool("dynamic_padding", True, "Pad each batch to its longest example instead of "
@@ -130,4 +132,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

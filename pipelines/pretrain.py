@@ -15,6 +15,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
+from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
@@ -25,7 +26,8 @@ flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and the mo
 flags.DEFINE_string("init_checkpoint", None,
                     "Initial weights: an original TF1 checkpoint (prefix or directory) or a .keras.")
 flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the TFRecords.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence in the TFRecords.")
+flags.DEFINE_integer("max_predictions_per_seq", None, "Masked positions per sequence in the "
+                     "TFRecords (default: min(20, --max_seq_length)).")
 flags.DEFINE_bool("do_train", True, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate at the end (on --eval_input_file if given).")
 flags.DEFINE_integer("train_batch_size", 4096, "Global batch size of one optimizer update.")
@@ -66,6 +68,12 @@ flags.DEFINE_integer("seed", None, "Seed for the input order (None: nondetermini
 flags.DEFINE_bool("jit_compile", None, "XLA-compile the train step (default: wherever Keras "
                   "supports it for the strategy, except fp32 and bf16 on CPU, which run faster "
                   "through oneDNN's matmuls than through XLA:CPU: ~6% for fp32, ~2.2x for bf16).")
+flags.DEFINE_bool("skip_corrupt_records", False, "Skip and count input records that are corrupt "
+                  "(bad CRC), cut, or whose feature lengths do not fit the flags: every record "
+                  "is checked before training and files holding bad ones are read from repaired "
+                  "copies under <output_dir>/repaired_records (the inputs are never modified); "
+                  "the count per file is logged and returned as skipped_records. Without it a "
+                  "bad record stops the run with one line naming file, record and byte offset.")
 
 
 def _tf_config_has_cluster() -> bool:
@@ -90,6 +98,7 @@ def main(argv):
     from albert_tf.config import AlbertConfig
     from albert_tf.distribution import TPUUnavailableError, build_strategy
     from albert_tf.pretraining import PretrainingOptions, SettingsError, run_pretraining
+    from albert_tf.record_checks import CorruptRecordError
     from albert_tf.training_callbacks import NonFiniteLossError
 
     try:
@@ -106,11 +115,11 @@ def main(argv):
             field: getattr(FLAGS, field) for field in PretrainingOptions.__dataclass_fields__})
         results = run_pretraining(options, config, strategy)
     except (TPUUnavailableError, NonFiniteLossError, SettingsError, CheckpointMismatchError,
-            FileNotFoundError) as error:
+            CorruptRecordError, FileNotFoundError) as error:
         logging.error("%s: %s", type(error).__name__, error)
         sys.exit(1)
     logging.info("done: %s", json.dumps(results, indent=2, sort_keys=True, default=str))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main, tensorflow=True)
