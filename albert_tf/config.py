@@ -1,6 +1,8 @@
 """`AlbertConfig`: the one dataclass every model setting flows from.
 
 Field names are those of the original `albert_config.json`, so released configs load unchanged.
+Also the one rule for the default `max_predictions_per_seq`, shared by data prep, pretraining,
+export and their CLIs (`resolve_max_predictions_per_seq`).
 """
 
 from __future__ import annotations
@@ -148,3 +150,19 @@ PRESETS: dict[str, dict[str, Any]] = {
     "xxlarge": dict(_V2, hidden_size=4096, num_hidden_layers=12, num_attention_heads=64,
                     intermediate_size=16384),
 }
+
+# The original create_pretraining_data.py / run_pretraining.py default.
+DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
+
+
+def resolve_max_predictions_per_seq(max_predictions_per_seq: int | None,
+                                    max_seq_length: int) -> int:
+    """`max_predictions_per_seq` as given, or when None: min(20, max_seq_length).
+
+    A sequence has no more positions to mask than tokens, so the default follows a short
+    `max_seq_length` down instead of making it an error. An explicit value is returned unchanged:
+    whoever uses it checks it against `max_seq_length` (export requires it to fit).
+    """
+    if max_predictions_per_seq is not None:
+        return max_predictions_per_seq
+    return min(DEFAULT_MAX_PREDICTIONS_PER_SEQ, max_seq_length)

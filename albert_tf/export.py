@@ -29,7 +29,7 @@ from absl import logging
 
 from albert_tf import export_data
 from albert_tf.checkpoints import load_tf1_checkpoint
-from albert_tf.config import AlbertConfig
+from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export_parity import ParityThresholds
 from albert_tf.export_savedmodel import HEADS, ServingHead, build_saved_models
 from albert_tf.export_tflite import CALIBRATED_VARIANTS, VARIANTS, build_tflite_variants
@@ -59,7 +59,7 @@ class ExportConfig:
     model_name: str = "albert"
     version: int = 1
     max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
+    max_predictions_per_seq: int | None = None  # None: min(20, max_seq_length)
     formats: tuple[str, ...] = ("saved_model", "tflite_fp32")
     spm_model_file: str | None = None  # enables the text models and the tokenizer assets
     do_lower_case: bool = True
@@ -69,6 +69,10 @@ class ExportConfig:
     latency_runs: int = 50
     seed: int = 12345
     thresholds: ParityThresholds = dataclasses.field(default_factory=ParityThresholds)
+
+    def __post_init__(self):
+        self.max_predictions_per_seq = resolve_max_predictions_per_seq(
+            self.max_predictions_per_seq, self.max_seq_length)
 
     def validate(self, albert_config: AlbertConfig) -> None:
         """Raise ValueError on the first setting that cannot work with `albert_config`."""

@@ -12,6 +12,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
+from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
@@ -51,4 +52,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main, tensorflow=True)

@@ -3,9 +3,10 @@ r"""Text -> masked SOP instances -> TFRecords, with the flags of the original `c
     python -m pipelines.create_pretraining_data --input_file='corpus/*.txt' --output_file=out/train.tfrecord \
         --spm_model_file=30k-clean.model --max_seq_length=128 --dupe_factor=10 --num_workers=2
 
-Every flag of the original keeps its name and default; the additions are --num_workers,
---num_output_shards, --input_format, --single_sentence_random_doc and the bounds below. A JSON summary
-is written beside the outputs. This CLI never imports TensorFlow.
+Every flag of the original keeps its name and default, except that --max_predictions_per_seq follows a
+--max_seq_length under 20 down (its default is min(20, --max_seq_length): 20 at the default 512). The
+additions are --num_workers, --num_output_shards, --input_format, --single_sentence_random_doc and the
+bounds below. A JSON summary is written beside the outputs. This CLI never imports TensorFlow.
 """
 
 import os
@@ -14,8 +15,10 @@ import sys
 if not __package__:  # run as a script: make the repository root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
 
+from albert_tf.config import resolve_max_predictions_per_seq  # TensorFlow-free
 from data_prep import corpus, instances, pipeline, writer
 
 FLAGS = flags.FLAGS
@@ -36,7 +39,8 @@ flags.DEFINE_bool("favor_shorter_ngram", True, "p(n) ∝ 1/n; otherwise reversed
 flags.DEFINE_bool("random_next_sentence", False, "BERT-style NSP instead of sentence order prediction.")
 flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
 flags.DEFINE_integer("ngram", 3, "Maximum n-gram length (words) to mask.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
+flags.DEFINE_integer("max_predictions_per_seq", None, "Maximum masked LM predictions per sequence "
+                     "(default: min(20, --max_seq_length)).")
 flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice (the output is reproducible).")
 flags.DEFINE_integer("dupe_factor", 40, "Passes over the corpus, each with new pairs and masks.")
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
@@ -82,7 +86,9 @@ def config_from_flags() -> pipeline.DataPrepConfig:
             random_next_sentence=FLAGS.random_next_sentence,
             single_sentence_random_doc=FLAGS.single_sentence_random_doc),
         masking=instances.MaskingConfig(
-            masked_lm_prob=FLAGS.masked_lm_prob, max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+            masked_lm_prob=FLAGS.masked_lm_prob,
+            max_predictions_per_seq=resolve_max_predictions_per_seq(FLAGS.max_predictions_per_seq,
+                                                                    FLAGS.max_seq_length),
             ngram=FLAGS.ngram, favor_shorter_ngram=FLAGS.favor_shorter_ngram,
             do_whole_word_mask=FLAGS.do_whole_word_mask, do_permutation=FLAGS.do_permutation),
         corpus=corpus.CorpusConfig(
@@ -108,4 +114,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

@@ -20,6 +20,8 @@ import time
 
 from absl import logging
 
+from albert_tf.config import resolve_max_predictions_per_seq  # TensorFlow-free
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO_ROOT / "data_prep" / "sample_corpus"
 
@@ -33,7 +35,7 @@ class DemoSettings:
     heldout_files: str = str(SAMPLE_CORPUS / "heldout" / "*.txt")
     vocab_size: int = 8000
     max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
+    max_predictions_per_seq: int | None = None  # None: min(20, max_seq_length)
     dupe_factor: int = 2
     # All-shared and factorized (E=64 < H=128): ~0.35 s per step of 32 on 2 CPU cores.
     model: dict = dataclasses.field(default_factory=lambda: dict(
@@ -47,6 +49,10 @@ class DemoSettings:
     eval_batch_size: int = 32
     max_eval_steps: int = 100
     export_formats: tuple[str, ...] = ("saved_model", "tflite_fp32", "tflite_int8_dynamic")
+
+    def __post_init__(self):
+        object.__setattr__(self, "max_predictions_per_seq", resolve_max_predictions_per_seq(
+            self.max_predictions_per_seq, self.max_seq_length))
 
     @classmethod
     def quick(cls, output_dir: str) -> "DemoSettings":

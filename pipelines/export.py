@@ -19,6 +19,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
 
+from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
@@ -36,7 +37,8 @@ flags.DEFINE_integer("version", 1, "TF Serving version number; an existing one i
                      "overwritten.")
 flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the TFLite models, the "
                      "text models and serve_examples.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "MLM positions of the TFLite `mlm` signature.")
+flags.DEFINE_integer("max_predictions_per_seq", None, "MLM positions of the TFLite `mlm` "
+                     "signature (default: min(20, --max_seq_length)).")
 flags.DEFINE_list("formats", ["saved_model", "tflite_fp32"], "Any of saved_model, tflite_fp32, "
                   "tflite_fp16, tflite_int8_dynamic, tflite_int8 (static int8 matmuls, float "
                   "elsewhere: XNNPACK runs it whole), tflite_int8_integer_only (every op int8, "
@@ -78,4 +80,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main, tensorflow=True)

@@ -13,7 +13,8 @@ import sys
 if not __package__:  # run as a script: make the repository root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from absl import app, flags, logging
+from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
+from absl import flags, logging
 
 from data_prep.corpus import InputError
 from data_prep.vocab import VocabConfig, train_vocab
@@ -55,4 +56,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    _cli.run(main)

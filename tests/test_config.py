@@ -79,3 +79,31 @@ def test_group_routing_is_the_originals():
                           num_attention_heads=4)
     assert [config.group_of_layer(l) for l in range(12)] == [int(l / 12 * 5) for l in range(12)]
     assert [config.group_of_layer(l) for l in range(12)] == [0, 0, 0, 1, 1, 2, 2, 2, 3, 3, 4, 4]
+
+
+def test_max_predictions_per_seq_defaults_to_min_20_max_seq_length_everywhere():
+    from albert_tf.config import resolve_max_predictions_per_seq
+    from albert_tf.export import ExportConfig
+    from albert_tf.pretraining import PretrainingOptions
+    from pipelines.demo_pipeline import DemoSettings
+
+    assert resolve_max_predictions_per_seq(None, 16) == 16
+    assert resolve_max_predictions_per_seq(None, 512) == 20
+    assert resolve_max_predictions_per_seq(20, 16) == 20  # explicit: left to its user to check
+    assert ExportConfig(output_dir="out", max_seq_length=16).max_predictions_per_seq == 16
+    assert ExportConfig(output_dir="out").max_predictions_per_seq == 20  # max_seq_length 128
+    assert ExportConfig(output_dir="out", max_seq_length=16,
+                        max_predictions_per_seq=4).max_predictions_per_seq == 4
+    assert PretrainingOptions("in", "out").max_predictions_per_seq == 20  # max_seq_length 512
+    assert PretrainingOptions("in", "out", max_seq_length=8).max_predictions_per_seq == 8
+    assert DemoSettings().max_predictions_per_seq == 20
+    assert DemoSettings(max_seq_length=16).max_predictions_per_seq == 16
+
+
+def test_explicit_max_predictions_over_max_seq_length_fails_naming_both():
+    from albert_tf.export import ExportConfig
+
+    config = ExportConfig(output_dir="out", max_seq_length=16, max_predictions_per_seq=20)
+    with pytest.raises(ValueError, match=r"max_predictions_per_seq=20 must be in \[1, "
+                                         r"max_seq_length=16\]"):
+        config.validate(AlbertConfig(max_position_embeddings=64))

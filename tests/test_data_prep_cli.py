@@ -34,11 +34,16 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_flags_keep_the_originals_names_and_defaults():
+    # max_predictions_per_seq defaults to min(20, --max_seq_length): the original's 20 at its 512.
     names = json.dumps(sorted(ORIGINAL_FLAGS.keys() | ADDED_FLAGS.keys()))
     result = _python("import json, sys\n"
                      "import pipelines.create_pretraining_data\n"
                      "from absl import flags\n"
-                     "print(json.dumps({n: flags.FLAGS[n].default for n in json.loads(sys.argv[1])}))", names)
+                     "from albert_tf.config import resolve_max_predictions_per_seq\n"
+                     "defaults = {n: flags.FLAGS[n].default for n in json.loads(sys.argv[1])}\n"
+                     "defaults['max_predictions_per_seq'] = resolve_max_predictions_per_seq(\n"
+                     "    defaults['max_predictions_per_seq'], defaults['max_seq_length'])\n"
+                     "print(json.dumps(defaults))", names)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {**ORIGINAL_FLAGS, **ADDED_FLAGS}
 

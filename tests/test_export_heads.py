@@ -161,17 +161,23 @@ def run_cli(*flags):
 
 def test_cli_exports_a_tf1_checkpoint_and_fails_cleanly_on_bad_flags(tmp_path):
     common = [f"--tf1_checkpoint={SHARED}", f"--albert_config_file={SHARED / 'albert_config.json'}",
-              f"--output_dir={tmp_path}", "--max_predictions_per_seq=4"]
+              f"--output_dir={tmp_path}"]
     bad = run_cli(*common, "--max_seq_length=65")
     assert bad.returncode != 0
     assert ("export failed: max_seq_length=65 must be in [3, max_position_embeddings=64]"
             in bad.stderr)
+    bad_pair = run_cli(*common, "--max_seq_length=16", "--max_predictions_per_seq=20")
+    assert bad_pair.returncode != 0
+    assert ("export failed: max_predictions_per_seq=20 must be in [1, max_seq_length=16]"
+            in bad_pair.stderr)
     assert list(tmp_path.iterdir()) == []
+    # No --max_predictions_per_seq: min(20, --max_seq_length) = 16.
     good = run_cli(*common, "--max_seq_length=16", "--formats=saved_model,tflite_fp32",
                    "--model_name=golden", "--version=7", "--latency_runs=2",
                    "--num_verification_examples=64", "--num_calibration_examples=8")
     assert good.returncode == 0, good.stderr[-3000:]
     report = json.loads((tmp_path / "export_report_golden_7.json").read_text())
+    assert report["max_predictions_per_seq"] == 16
     assert report["verification"]["num_examples"] == 64
     assert report["artifacts"]["saved_model"]["path"] == str(tmp_path / "golden" / "7")
     assert (tmp_path / "golden_tflite" / "7" / "golden_fp32.tflite").is_file()
