@@ -5,10 +5,12 @@ import importlib
 __all__ = ["AlbertConfig", "AlbertModel", "AlbertPretrainer", "AlbertClassifier"]
 __version__ = "0.1.0"
 
-# Lazy (PEP 562): `albert_tf.tokenization` and `albert_tf.config` must not pay for importing Keras
-# and TensorFlow, which data-prep workers and CLIs would otherwise load for nothing.
-_LAZY = {"AlbertConfig": "albert_tf.config", "AlbertModel": "albert_tf.model",
-         "AlbertPretrainer": "albert_tf.model", "AlbertClassifier": "albert_tf.classifier"}
+# Lazy (PEP 562): `albert_tf.text.tokenization`, `albert_tf.records` and `albert_tf.config` must not
+# pay for importing Keras and TensorFlow, which data-prep workers and CLIs would otherwise load for
+# nothing.
+_LAZY = {"AlbertConfig": "albert_tf.config", "AlbertModel": "albert_tf.modeling.model",
+         "AlbertPretrainer": "albert_tf.modeling.model",
+         "AlbertClassifier": "albert_tf.modeling.heads.classifier"}
 
 
 def __getattr__(name):

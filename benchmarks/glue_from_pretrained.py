@@ -26,8 +26,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging
 
-from albert_tf import finetuning, glue, glue_metrics
-from albert_tf.checkpoint_selection import write_json
+from albert_tf.finetuning import loop as finetuning
+from albert_tf.io import write_json
+from albert_tf.tasks.glue import metrics as glue_metrics
+from albert_tf.tasks.glue import processors as glue
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("data_dir", None, "GLUE root with SST-2/ and MRPC/ (train.tsv, dev.tsv).")

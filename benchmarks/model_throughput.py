@@ -31,7 +31,7 @@ import tensorflow as tf
 from absl import app, flags
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.optimization import create_optimizer
+from albert_tf.training.optimization import create_optimizer
 from benchmarks.matmul_reference import MatmulRate, MatmulSkeleton, training_flops
 
 FLAGS = flags.FLAGS

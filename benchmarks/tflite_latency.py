@@ -1,12 +1,12 @@
 """TFLite latency and size at batch 1: our exported variants vs keras-hub's AlbertBackbone.
 
 Both models are ALBERT-base with the same (random, seeded) weights, copied across with
-`keras_hub_interop`; latency and size do not depend on the values. Ours is converted as
-`pipelines/export.py` converts it (signatures serving_default + mlm + sop, builtin ops only);
+`albert_tf.checkpoints.keras_hub`; latency and size do not depend on the values. Ours is converted
+as `pipelines/export.py` converts it (signatures serving_default + mlm + sop, builtin ops only);
 keras-hub's through Keras's own LiteRT export (`backbone.export(format="litert")`) with the same
 quantization settings; for `tflite_int8`, whose float-kept ops no converter option selects,
-through Keras's SavedModel export and the same `export_tflite.convert` as ours. Int8 variants are
-calibrated on the same real sentences. Timing: LiteRT
+through Keras's SavedModel export and the same `albert_tf.export.tflite.convert` as ours. Int8
+variants are calibrated on the same real sentences. Timing: LiteRT
 interpreter with its default XNNPACK delegate, `serving_default` (the encoder), batch 1, 1 and 2
 threads. Per variant, the four runners (ours and keras-hub's, 1 and 2 threads) are called in
 turn, run after run, so that this VM's throttling spells fall on all four alike and the ratios
@@ -36,14 +36,14 @@ from absl import app, flags
 from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.export_data import examples_from_text
-from albert_tf.export_savedmodel import ServingHead
-from albert_tf.export_tflite import (CALIBRATED_VARIANTS, VARIANTS, batch1_runner, convert,
+from albert_tf.checkpoints.keras_hub import to_keras_hub
+from albert_tf.export.data import examples_from_text
+from albert_tf.export.savedmodel import ServingHead
+from albert_tf.export.tflite import (CALIBRATED_VARIANTS, VARIANTS, batch1_runner, convert,
                                      interleaved_latency, non_builtin_ops,
                                      representative_dataset, save_fixed_shape_model,
                                      source_mask_adder)
-from albert_tf.keras_hub_interop import to_keras_hub
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.text.tokenization import AlbertTokenizer
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FLAGS = flags.FLAGS
@@ -57,7 +57,8 @@ flags.DEFINE_string("corpus", str(REPO / "tests/fixtures/original_data/corpus_sm
 flags.DEFINE_string("spm_model_file", str(REPO / "tests/fixtures/albert_spm/30k-clean.model"),
                     "SentencePiece model of the corpus.")
 
-HUB_QUANTIZATION = {  # Keras LiteRT export kwargs, the same settings `export_tflite.convert` uses
+# Keras LiteRT export kwargs, the same settings `albert_tf.export.tflite.convert` uses.
+HUB_QUANTIZATION = {
     "tflite_fp32": {},
     "tflite_fp16": {"optimizations": [tf.lite.Optimize.DEFAULT],
                     "target_spec": {"supported_types": [tf.float16]}},

@@ -1,7 +1,8 @@
 """Text -> masked SOP instances -> TFRecords, faithful to the original ALBERT `create_pretraining_data.py`.
 
 Modules: `corpus` (reading inputs into documents), `instances` (SOP pairs, truncation, n-gram masking),
-`records` (tf.train.Example bytes and TFRecord framing, without TensorFlow), `writer` (shuffle buffer and
-atomic sharded output), `stats` (summary statistics), `pipeline` (workers, the whole job).
+`writer` (shuffle buffer and atomic sharded output), `stats` (summary statistics), `pipeline` (workers,
+the whole job), `vocab` (SentencePiece training). The data stage sits on `albert_tf.text` (the
+tokenizer) and `albert_tf.records` (the record schema, tf.train.Example bytes and TFRecord framing).
 Nothing here imports TensorFlow: process start is part of the job's cost.
 """

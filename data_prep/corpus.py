@@ -183,7 +183,7 @@ def _is_blank(line: str) -> bool:
         return True
     if line.isascii():
         return False
-    from albert_tf.tokenization import preprocess_text  # only for the rare non-ASCII check
+    from albert_tf.text.tokenization import preprocess_text  # only for the rare non-ASCII check
     return not preprocess_text(line, lower=False)
 
 

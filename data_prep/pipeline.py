@@ -30,7 +30,8 @@ from collections.abc import Iterator
 
 from absl import logging
 
-from data_prep import corpus, instances, records, writer
+from albert_tf import records
+from data_prep import corpus, instances, writer
 from data_prep.stats import Stats
 
 
@@ -79,7 +80,7 @@ class BatchProcessor:
     """Tokenizes a batch of documents and turns it into framed TFRecord records for all dupe passes."""
 
     def __init__(self, config: DataPrepConfig, encode_threads: int = -1):
-        from albert_tf.tokenization import AlbertTokenizer  # TensorFlow-free
+        from albert_tf.text.tokenization import AlbertTokenizer  # TensorFlow-free
 
         self.config = config
         self.encode_threads = encode_threads

@@ -20,7 +20,7 @@ import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 from absl import logging
 
-from albert_tf.tokenization import preprocess_text
+from albert_tf.text.tokenization import preprocess_text
 from data_prep import corpus
 
 CONTROL_SYMBOLS = ("[CLS]", "[SEP]", "[MASK]")

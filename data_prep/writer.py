@@ -11,6 +11,8 @@ import os
 import random
 from collections.abc import Iterator, Sequence
 
+from albert_tf.io import atomic_file, replace_synced
+
 
 class OutputError(Exception):
     """The output location cannot be written; names the path."""
@@ -36,12 +38,6 @@ def temporary_path(path: str) -> str:
     """Hidden, clearly unfinished name in the same directory (so the final rename is atomic)."""
     directory, name = os.path.split(os.path.abspath(path))
     return os.path.join(directory, f".{name}.incomplete-{os.getpid()}")
-
-
-def _fsync_and_replace(temp: str, final: str) -> None:
-    with open(temp, "rb+") as f:
-        os.fsync(f.fileno())
-    os.replace(temp, final)
 
 
 class ShardedWriter:
@@ -82,7 +78,7 @@ class ShardedWriter:
             for f in self._files:
                 f.close()
             for temp, path in zip(self._temps, self.paths):
-                _fsync_and_replace(temp, path)
+                replace_synced(temp, path)
         except OSError as e:
             self.abort()
             raise OutputError(f"cannot finish output {e.filename}: {e.strerror or e}") from e
@@ -112,17 +108,11 @@ class ShardedWriter:
 
 def write_json_atomically(path: str, payload: dict) -> None:
     """Writes JSON under a temporary name and renames it."""
-    temp = temporary_path(path)
     try:
-        with open(temp, "w", encoding="utf-8") as f:
+        with atomic_file(path, "w", temp=temporary_path(path), encoding="utf-8") as f:
             json.dump(payload, f, indent=2, sort_keys=False)
             f.write("\n")
-        _fsync_and_replace(temp, path)
     except OSError as e:
-        try:
-            os.remove(temp)
-        except OSError:
-            pass
         raise OutputError(f"cannot write summary {path}: {e.strerror or e}") from e
 
 

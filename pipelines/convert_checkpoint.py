@@ -19,7 +19,8 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("tf1_checkpoint", None,
                     "Original checkpoint prefix (or its directory) to convert to `.keras`.")
 flags.DEFINE_string("albert_config_file", None, "The `albert_config.json` of --tf1_checkpoint.")
-flags.DEFINE_string("keras_model", None, "An `AlbertPretrainer` `.keras` file to convert to TF1.")
+flags.DEFINE_string("keras_model", None,
+                    "An `AlbertPretrainer` or `AlbertClassifier` `.keras` file to convert to TF1.")
 flags.DEFINE_string("output", None, "`.keras` path (from TF1) or TF1 checkpoint prefix (to TF1).")
 
 
@@ -27,6 +28,7 @@ def main(argv):
     del argv
     import keras
 
+    import albert_tf.modeling  # noqa: F401  (registers every model class: a classifier's .keras)
     from albert_tf.checkpoints import load_tf1_checkpoint, save_tf1_checkpoint
 
     if bool(FLAGS.tf1_checkpoint) == bool(FLAGS.keras_model):

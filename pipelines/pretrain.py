@@ -96,10 +96,10 @@ def main(argv):
 
     from albert_tf.checkpoints import CheckpointMismatchError
     from albert_tf.config import AlbertConfig
-    from albert_tf.distribution import TPUUnavailableError, build_strategy
-    from albert_tf.pretraining import PretrainingOptions, SettingsError, run_pretraining
-    from albert_tf.record_checks import CorruptRecordError
-    from albert_tf.training_callbacks import NonFiniteLossError
+    from albert_tf.training.callbacks import NonFiniteLossError
+    from albert_tf.training.distribution import TPUUnavailableError, build_strategy
+    from albert_tf.training.pretraining import PretrainingOptions, SettingsError, run_pretraining
+    from albert_tf.training.record_checks import CorruptRecordError
 
     try:
         try:

@@ -10,14 +10,13 @@ import sys
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig
-from albert_tf.distribution import build_strategy
-from albert_tf.export_data import load_examples
-from albert_tf.glue import MalformedRowError, read_split
-from albert_tf.input_pipeline import feature_spec, pretraining_dataset
-from albert_tf.pretraining import PretrainingOptions, run_pretraining
-from albert_tf.record_checks import CorruptRecordError, diagnose
-from data_prep import records
+from albert_tf import AlbertConfig, records
+from albert_tf.export.data import load_examples
+from albert_tf.tasks.glue.processors import MalformedRowError, read_split
+from albert_tf.training.distribution import build_strategy
+from albert_tf.training.input_pipeline import feature_spec, pretraining_dataset
+from albert_tf.training.pretraining import PretrainingOptions, run_pretraining
+from albert_tf.training.record_checks import CorruptRecordError, diagnose
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"

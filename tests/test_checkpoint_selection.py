@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from albert_tf.checkpoint_selection import CheckpointEvaluator, _better, list_checkpoints
-from albert_tf.json_files import write_json
+from albert_tf.finetuning.selection import CheckpointEvaluator, _better, list_checkpoints
+from albert_tf.io import write_json
 
 
 class ScriptedModel:

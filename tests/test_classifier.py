@@ -11,9 +11,10 @@ import tensorflow as tf
 from albert_tf import AlbertConfig
 from albert_tf.checkpoints import (CheckpointMismatchError, load_tf1_checkpoint,
                                    save_tf1_checkpoint, tf1_variable_map, tf1_weights)
-from albert_tf.classifier import (AlbertClassifier, assign_classifier_weights,
-                                  initialize_from_checkpoint, load_classifier_checkpoint)
-from albert_tf.optimization import uses_weight_decay
+from albert_tf.checkpoints.classifier import (assign_classifier_weights, initialize_from_checkpoint,
+                                              load_classifier_checkpoint)
+from albert_tf.modeling.heads.classifier import AlbertClassifier
+from albert_tf.training.optimization import uses_weight_decay
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.

@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import instances, pipeline, records, stats
+from albert_tf import records
+from data_prep import instances, pipeline, stats
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "original_data" / "orig_small_seq128.tfrecord"

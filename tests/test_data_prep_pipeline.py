@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from data_prep import corpus, instances, pipeline, records, writer
+from albert_tf import records
+from data_prep import corpus, instances, pipeline, writer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 SPM = str(FIXTURES / "albert_spm" / "30k-clean.model")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import records
+from albert_tf import records
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 GOLDEN = FIXTURES / "original_data" / "orig_small_seq128.tfrecord"

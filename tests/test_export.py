@@ -18,10 +18,10 @@ from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export import ExportConfig, export_model, serving_head
-from albert_tf.export_data import examples_from_text
-from albert_tf.export_parity import ParityThresholds
-from albert_tf.export_tflite import op_names
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.export.data import examples_from_text
+from albert_tf.export.parity import ParityThresholds
+from albert_tf.export.tflite import op_names
+from albert_tf.text.tokenization import AlbertTokenizer
 from albert_tf.tolerance import scaled_limit
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
 
@@ -138,7 +138,7 @@ _FRESH_PROCESS = textwrap.dedent("""
 
 def test_loads_and_matches_keras_in_a_fresh_process_without_tensorflow_text(
         exported, model, sentences, tmp_path):
-    from albert_tf.export_savedmodel import serialize_examples
+    from albert_tf.export.savedmodel import serialize_examples
 
     examples, _ = sentences
     np.savez(tmp_path / "in.npz", **{k: examples[k] for k in INPUTS},
@@ -187,7 +187,7 @@ def test_preprocessing_ids_equal_the_golden_tokenization(exported, tokenizer):
 
 def test_text_model_equals_keras_on_tokenizer_ids_including_empty_and_overlong(
         exported, model, tokenizer, sentences):
-    import albert_tf.tf_tokenization  # noqa: F401  (registers the tf-text ops to load the model)
+    import albert_tf.text.tf_tokenization  # noqa: F401  (registers the tf-text ops to load the model)
 
     texts = [a for a, _ in sentences[1][:40]] + ["", "word " * 500]
     loaded = tf.saved_model.load(str(exported[0] / "tiny_text" / "3"))

@@ -12,10 +12,10 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer
-from albert_tf.classifier import AlbertClassifier
 from albert_tf.export import ExportConfig, export_model, load_serving_head
-from albert_tf.export_parity import ParityThresholds
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.export.parity import ParityThresholds
+from albert_tf.modeling.heads.classifier import AlbertClassifier
+from albert_tf.text.tokenization import AlbertTokenizer
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
@@ -113,7 +113,7 @@ def test_classifier_head_serves_probabilities(build, tmp_path):
 
 
 def test_text_classifier_takes_sentence_pairs(tmp_path):
-    import albert_tf.tf_tokenization  # noqa: F401  (registers the tf-text ops to load the model)
+    import albert_tf.text.tf_tokenization  # noqa: F401  (registers the tf-text ops to load the model)
 
     keras.utils.set_random_seed(6)
     config = AlbertConfig(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=1,

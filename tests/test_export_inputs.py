@@ -10,9 +10,9 @@ import tensorflow as tf
 from albert_tf.checkpoints import CheckpointMismatchError, load_tf1_checkpoint
 from albert_tf.export import (ExportConfig, ParityError, export_model, load_serving_head,
                               serving_head)
-from albert_tf.export_data import load_examples
-from albert_tf.export_parity import ParityThresholds
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.export.data import load_examples
+from albert_tf.export.parity import ParityThresholds
+from albert_tf.text.tokenization import AlbertTokenizer
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
 pytestmark = pytest.mark.numerics

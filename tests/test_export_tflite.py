@@ -10,13 +10,14 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
-from albert_tf import AlbertConfig, AlbertPretrainer, layers
+from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.export import ExportConfig, ParityError, export_model, serving_head
-from albert_tf.export_data import examples_from_text, random_examples
-from albert_tf.export_parity import ParityThresholds, parity_failures, parity_figures
-from albert_tf.export_tflite import convert, non_builtin_ops, op_names
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.export.data import examples_from_text, random_examples
+from albert_tf.export.parity import ParityThresholds, parity_failures, parity_figures
+from albert_tf.export.tflite import convert, non_builtin_ops, op_names
+from albert_tf.modeling import layers
+from albert_tf.text.tokenization import AlbertTokenizer
 from albert_tf.tolerance import scaled_limit
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.

@@ -11,8 +11,9 @@ import keras
 import numpy as np
 import pytest
 
-from albert_tf import AlbertConfig, finetuning
-from albert_tf.classifier import AlbertClassifier
+from albert_tf import AlbertConfig
+from albert_tf.finetuning import loop as finetuning
+from albert_tf.modeling.heads.classifier import AlbertClassifier
 from tests.tolerances import FEW_OPS, assert_close_to_scale
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer, layers
-from albert_tf.fused_gelu import bias_gelu
+from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.modeling import layers
+from albert_tf.modeling.fused_gelu import bias_gelu
 from tests.gradient_helpers import count_calls, value_and_gradients
 from tests.test_model import TINY, gradient_step, pretraining_batch
 from tests.tolerances import FEW_OPS, GRADIENTS, SAME_MODEL, assert_close_to_scale

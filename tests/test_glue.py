@@ -4,8 +4,8 @@ import pathlib
 
 import pytest
 
-from albert_tf import glue
-from albert_tf.glue import MalformedRowError, read_split
+from albert_tf.tasks.glue import processors as glue
+from albert_tf.tasks.glue.processors import MalformedRowError, read_split
 
 GLUE = pathlib.Path(__file__).parent / "fixtures" / "glue"
 

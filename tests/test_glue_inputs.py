@@ -5,11 +5,12 @@ import pathlib
 import numpy as np
 import pytest
 
-from albert_tf import AlbertConfig, glue
-from albert_tf.checkpoint_selection import predict_logits
-from albert_tf.classifier import AlbertClassifier
-from albert_tf.glue_inputs import encode_split, make_dataset
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf import AlbertConfig
+from albert_tf.finetuning.selection import predict_logits
+from albert_tf.modeling.heads.classifier import AlbertClassifier
+from albert_tf.tasks.glue import processors as glue
+from albert_tf.tasks.glue.inputs import encode_split, make_dataset
+from albert_tf.text.tokenization import AlbertTokenizer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 GLUE = FIXTURES / "glue"

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from albert_tf import glue_metrics as m
+from albert_tf.tasks.glue import metrics as m
 
 LABELS = [1, 1, 0, 0, 1]
 PREDICTIONS = [1, 0, 1, 0, 1]  # TP 2, TN 1, FP 1, FN 1

@@ -1,4 +1,4 @@
-"""Tests for albert_tf.input_pipeline on the TFRecord written by the original script."""
+"""Tests for albert_tf.training.input_pipeline on the TFRecord written by the original script."""
 
 import pathlib
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.input_pipeline import (
-    FEATURE_NAMES,
+from albert_tf.records import FEATURE_NAMES
+from albert_tf.training.input_pipeline import (
     feature_spec,
     list_input_files,
     per_replica_batch_size,

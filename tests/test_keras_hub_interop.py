@@ -7,7 +7,7 @@ import pytest
 
 from albert_tf import AlbertConfig, AlbertModel
 from albert_tf.checkpoints import load_tf1_checkpoint
-from albert_tf.keras_hub_interop import from_keras_hub, to_keras_hub
+from albert_tf.checkpoints.keras_hub import from_keras_hub, to_keras_hub
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig, AlbertPretrainer, layer_norm
-from albert_tf.layer_norm import AlbertLayerNorm, layer_norm_with_gradient
+from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.modeling import layer_norm
+from albert_tf.modeling.layer_norm import AlbertLayerNorm, layer_norm_with_gradient
 from tests.gradient_helpers import count_calls, value_and_gradients
 from tests.test_model import TINY, gradient_step, pretraining_batch
 from tests.tolerances import FEW_OPS, FLOAT32_EPS, assert_close_to_scale

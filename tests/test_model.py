@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer
-from albert_tf.model import encoder_routing, masked_lm_loss, sentence_order_loss
+from albert_tf.modeling.model import encoder_routing, masked_lm_loss, sentence_order_loss
 from tests.tolerances import FEW_OPS, SAME_MODEL, assert_close_to_scale
 
 
@@ -136,7 +136,7 @@ def test_losses_match_a_numpy_reference():
 
 @pytest.mark.numerics
 def test_gelu_is_the_tanh_approximation():
-    from albert_tf.layers import gelu_approximate
+    from albert_tf.modeling.layers import gelu_approximate
     x = np.linspace(-4, 4, 41).astype(np.float32)
     tanh_form = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
     assert_close_to_scale(gelu_approximate(x), tanh_form, FEW_OPS)

@@ -1,4 +1,4 @@
-"""Tests for albert_tf.optimization against the original LAMB/AdamW trajectories (golden)."""
+"""Tests for albert_tf.training.optimization against the original LAMB/AdamW trajectories (golden)."""
 
 import contextlib
 import json
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.optimization import (
+from albert_tf.training.optimization import (
     AdamWeightDecayOptimizer,
     LAMBOptimizer,
     WarmupPolynomialDecay,
@@ -350,7 +350,7 @@ MIRRORED_SCRIPT = textwrap.dedent(
     import numpy as np
     sys.path.insert(0, "tests")
     from test_optimization import tiny_data, tiny_model
-    from albert_tf.optimization import create_optimizer
+    from albert_tf.training.optimization import create_optimizer
 
     def train(strategy):
         with strategy.scope():

@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig
 from albert_tf.checkpoints import load_tf1_checkpoint
-from albert_tf.distribution import build_strategy
-from albert_tf.pretraining import PretrainingOptions, run_pretraining, use_xla
-from albert_tf.training_callbacks import NonFiniteLossError
+from albert_tf.training.callbacks import NonFiniteLossError
+from albert_tf.training.distribution import build_strategy
+from albert_tf.training.pretraining import PretrainingOptions, run_pretraining, use_xla
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -179,8 +179,8 @@ def test_tpu_flag_without_a_tpu_fails_clearly(tmp_path):
 
 def test_initial_weights_from_an_original_checkpoint_or_a_keras_file(tmp_path):
     from albert_tf.checkpoints import CheckpointMismatchError
-    from albert_tf.model import AlbertPretrainer
-    from albert_tf.pretraining import load_initial_weights
+    from albert_tf.modeling.model import AlbertPretrainer
+    from albert_tf.training.pretraining import load_initial_weights
 
     folder = ROOT / "tests/fixtures/original_checkpoints/albert_tiny_shared_training"
     config = AlbertConfig.from_json_file(folder / "albert_config.json")

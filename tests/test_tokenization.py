@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from albert_tf.tokenization import AlbertTokenizer, preprocess_text, truncate_seq_pair
+from albert_tf.text.tokenization import AlbertTokenizer, preprocess_text, truncate_seq_pair
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 SPM_MODEL = FIXTURES / "albert_spm" / "30k-clean.model"
@@ -118,7 +118,7 @@ def test_not_a_sentencepiece_model_names_path(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------
-# In-graph twin (albert_tf.tf_tokenization)
+# In-graph twin (albert_tf.text.tf_tokenization)
 # ---------------------------------------------------------------------------------------------------
 import random  # noqa: E402
 
@@ -126,8 +126,8 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from albert_tf import tf_tokenization  # noqa: E402
-from albert_tf.tf_tokenization import AlbertPreprocessingLayer  # noqa: E402
+from albert_tf.text import tf_tokenization  # noqa: E402
+from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer  # noqa: E402
 
 CORPUS = [line.strip() for line in (FIXTURES / "original_data" / "corpus_small.txt").read_text("utf-8").splitlines()
           if line.strip()]

@@ -11,7 +11,7 @@ import pytest
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.text.tokenization import AlbertTokenizer
 from data_prep import corpus
 from data_prep.vocab import VocabConfig, train_vocab
 

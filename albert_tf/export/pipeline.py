@@ -27,15 +27,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import export_data
-from albert_tf.checkpoints import load_tf1_checkpoint
+from albert_tf.checkpoints.tf1 import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
-from albert_tf.export_parity import ParityThresholds
-from albert_tf.export_savedmodel import HEADS, ServingHead, build_saved_models
-from albert_tf.export_tflite import CALIBRATED_VARIANTS, VARIANTS, build_tflite_variants
-from albert_tf.model import BACKBONE_INPUTS, AlbertModel
-from albert_tf.tf_tokenization import AlbertPreprocessingLayer
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.export import data as export_data
+from albert_tf.export.parity import ParityThresholds
+from albert_tf.export.savedmodel import HEADS, ServingHead, build_saved_models
+from albert_tf.export.tflite import CALIBRATED_VARIANTS, VARIANTS, build_tflite_variants
+from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel
+from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
+from albert_tf.text.tokenization import AlbertTokenizer
 
 FORMATS = ("saved_model", *VARIANTS)
 # Checked on every export with a tokenizer, whatever the data: empty, accented, digit-comma,
@@ -161,7 +161,7 @@ def load_serving_head(kind: str, keras_model: str | None = None, tf1_checkpoint:
         if not albert_config_file:
             raise ValueError("tf1_checkpoint needs albert_config_file")
         return serving_head(kind, load_tf1_checkpoint(tf1_checkpoint, albert_config_file))
-    from albert_tf import classifier  # noqa: F401  (registers AlbertClassifier for load_model)
+    import albert_tf.modeling  # noqa: F401  (registers every model class for load_model)
     if not os.path.isfile(keras_model):
         raise FileNotFoundError(f"Keras model file not found: {keras_model}")
     return serving_head(kind, keras.saving.load_model(keras_model, compile=False),

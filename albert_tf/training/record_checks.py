@@ -1,7 +1,7 @@
 """Pretraining TFRecords checked against the flags: a cheap preflight, repaired copies without the
 corrupt records, and one-line diagnoses of tf.data failures (file, record, byte offset, problem).
 
-The framing is read by `data_prep.records.scan_records` (TensorFlow-free, shared with the data
+The framing is read by `albert_tf.records.scan_records` (TensorFlow-free, shared with the data
 job); files are opened through `tf.io.gfile`, so every path training can read can be checked.
 """
 
@@ -17,8 +17,8 @@ import tensorflow as tf
 from absl import logging
 from google.protobuf.message import DecodeError
 
-from albert_tf.input_pipeline import INT_FEATURES_SEQ
-from data_prep import records, writer
+from albert_tf import records
+from albert_tf.io import atomic_file
 
 SKIP_HINT = "; --skip_corrupt_records skips and counts such records"
 # tf.data's own messages: a parse error names the record (`input_pipeline.parse`), a framing
@@ -46,9 +46,9 @@ def fit_problem(data: bytes, spec: dict[str, tf.io.FixedLenFeature]) -> str | No
         got, want = len(getattr(features[name], kind).value), feature.shape[0]
         if got == want:
             continue
-        if name in INT_FEATURES_SEQ:
+        if name in records.SEQ_FEATURES:
             return f"records have seq length {got} ({name}), --max_seq_length is {want}"
-        if name == "next_sentence_labels":
+        if name == records.LABEL_FEATURE:
             return f"feature {name} has {got} values, expected 1"
         return (f"records have {got} masked positions ({name}), --max_predictions_per_seq is "
                 f"{want}")
@@ -105,13 +105,15 @@ def skip_bad_records(files: Sequence[str], spec: dict, directory: str
             continue
         name = f"{hashlib.sha1(path.encode()).hexdigest()[:8]}-{os.path.basename(path)}"
         copy = os.path.join(directory, name)
-        with writer.ShardedWriter([copy]) as out:
+        os.makedirs(directory, exist_ok=True)
+        with atomic_file(copy) as out:
+            usable = 0
             for item in check_file(path, spec, resync=True):
                 if isinstance(item, records.Record):
                     out.write(records.frame_record(item.data))
-            if not sum(out.counts):
+                    usable += 1
+            if not usable:
                 raise CorruptRecordError(f"{bad[0]}; no record of the file is usable")
-            out.commit()
         first = bad[0]
         logging.warning("%s: skipped %d corrupt record(s) (first: record %d at byte %d: %s); "
                         "reading the repaired copy %s", path, len(bad), first.index,

@@ -27,12 +27,13 @@ from ai_edge_litert.interpreter import Interpreter
 # public options have no per-op switch.
 from tensorflow.lite.python import convert as lite_convert
 
-from albert_tf import layers
-from albert_tf.export_parity import ParityThresholds, merge_figures, parity_failures, parity_figures
-from albert_tf.export_savedmodel import (POSITIONS, ServingHead, save_with_signatures,
+from albert_tf.export.parity import (ParityThresholds, merge_figures, parity_failures,
+                                     parity_figures)
+from albert_tf.export.savedmodel import (POSITIONS, ServingHead, save_with_signatures,
                                          signature_function)
-from albert_tf.model import BACKBONE_INPUTS
-from albert_tf.tflite_tied_table import share_tied_embedding_table
+from albert_tf.export.tied_table import share_tied_embedding_table
+from albert_tf.modeling import layers
+from albert_tf.modeling.model import BACKBONE_INPUTS
 
 VARIANTS = ("tflite_fp32", "tflite_fp16", "tflite_int8_dynamic", "tflite_int8",
             "tflite_int8_integer_only")

@@ -6,7 +6,7 @@ encoding plus one rule: a piece ending in "<digit>," is re-encoded without the c
 appended as its own piece. Tests check preprocessed text, pieces and ids against 420 golden cases.
 
 This module deliberately does not import TensorFlow (data preparation imports it in every worker
-process); the in-graph twin lives in `albert_tf.tf_tokenization`.
+process); the in-graph twin lives in `albert_tf.text.tf_tokenization`.
 """
 
 from __future__ import annotations

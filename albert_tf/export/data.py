@@ -14,7 +14,8 @@ import re
 
 import numpy as np
 
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf import records
+from albert_tf.text.tokenization import AlbertTokenizer
 
 # `x.tfrecord`, `x.tfrecords`, `x.record`, `x.tfr`, also sharded: `x.tfrecord-00000-of-00004`.
 TFRECORD_NAME = re.compile(r"\.(tfrecords?|record|tfr)(-\d+-of-\d+)?$")
@@ -120,13 +121,18 @@ def examples_from_tfrecords(path: str, max_seq_length: int, max_predictions: int
     import tensorflow as tf  # only this reader needs TensorFlow
     from google.protobuf.message import DecodeError
 
-    from albert_tf.record_checks import CorruptRecordError
-    from data_prep.records import BadRecord, scan_records
+    from albert_tf.training.record_checks import CorruptRecordError
 
     rows = {k: [] for k in empty_examples(1, 1)}
+    ids_keys = [k for k in rows if k in records.SEQ_FEATURES]  # the model's id inputs
+
+    def values(features, key):
+        kind = "float_list" if key in records.FLOAT_FEATURES else "int64_list"
+        return getattr(features[key], kind).value
+
     with tf.io.gfile.GFile(path, "rb") as f:  # any path TensorFlow reads, gs:// included
-        for item in itertools.islice(scan_records(f, path), limit):
-            if isinstance(item, BadRecord):
+        for item in itertools.islice(records.scan_records(f, path), limit):
+            if isinstance(item, records.BadRecord):
                 raise CorruptRecordError(f"{path}: corrupt TFRecord file: record {item.index}: "
                                          f"{item.problem} (byte offset {item.offset})")
             where = f"{path}: record {item.index}"
@@ -135,15 +141,15 @@ def examples_from_tfrecords(path: str, max_seq_length: int, max_predictions: int
             except DecodeError:
                 raise CorruptRecordError(f"{where}: not a tf.train.Example (byte offset "
                                          f"{item.offset})") from None
-            missing = [k for k in ("input_ids", "input_mask", "segment_ids") if k not in features]
+            missing = [k for k in ids_keys if k not in features]
             if missing:
                 raise ValueError(f"{where} lacks features {missing} of the pretraining schema")
-            for key in ("input_ids", "input_mask", "segment_ids"):
-                values = np.array(features[key].int64_list.value, np.int64)
-                rows[key].append(_pad_to(values, max_seq_length, f"{where} {key}"))
-            positions = np.array(features["masked_lm_positions"].int64_list.value
+            for key in ids_keys:
+                rows[key].append(_pad_to(np.array(values(features, key), np.int64),
+                                         max_seq_length, f"{where} {key}"))
+            positions = np.array(values(features, "masked_lm_positions")
                                  if "masked_lm_positions" in features else [], np.int64)
-            weights = np.array(features["masked_lm_weights"].float_list.value
+            weights = np.array(values(features, "masked_lm_weights")
                                if "masked_lm_weights" in features else np.ones(len(positions)),
                                np.float32)
             keep = weights[:max_predictions] > 0  # zero weights pad the original's records
@@ -154,7 +160,7 @@ def examples_from_tfrecords(path: str, max_seq_length: int, max_predictions: int
     if not rows["input_ids"]:
         raise ValueError(f"{path}: no records")
     examples = {k: np.stack(v) for k, v in rows.items()}
-    return {k: v.astype(np.float32 if k == "masked_lm_weights" else np.int32)
+    return {k: v.astype(np.float32 if k in records.FLOAT_FEATURES else np.int32)
             for k, v in examples.items()}
 
 

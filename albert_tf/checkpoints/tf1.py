@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.model import AlbertPretrainer
+from albert_tf.modeling.model import AlbertPretrainer
 
 _BLOCK = r"(group|layer)_(\d+)_inner_group_(\d+)"
 _TF1_BLOCK = r"bert/encoder/transformer/\1_\2/inner_group_\3"
@@ -193,7 +193,7 @@ def read_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
     files (`AlbertPretrainer`, `AlbertModel` or `AlbertClassifier`)."""
     import keras
 
-    from albert_tf import classifier  # noqa: F401  (registers AlbertClassifier for load_model)
+    import albert_tf.modeling  # noqa: F401  (registers every model class for load_model)
     path = os.fspath(path)
     if path.endswith(".keras"):
         if not os.path.isfile(path):

@@ -16,7 +16,7 @@ import dataclasses
 import math
 import os
 
-from albert_tf.tokenization import preprocess_text
+from albert_tf.text.tokenization import preprocess_text
 
 SPLITS = ("train", "dev", "test")
 

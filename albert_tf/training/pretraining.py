@@ -19,17 +19,17 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints import assign_tf1_weights, read_weights, save_tf1_checkpoint
+from albert_tf.checkpoints.tf1 import assign_tf1_weights, read_weights, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
-from albert_tf.distribution import is_chief
-from albert_tf.json_files import write_json
-from albert_tf import record_checks
-from albert_tf.input_pipeline import (feature_spec, list_input_files, pretraining_dataset,
-                                      pretraining_dataset_fn)
-from albert_tf.model import AlbertPretrainer
-from albert_tf.optimization import create_optimizer
-from albert_tf.training_callbacks import (CheckpointSaver, StopAtStep, TrainingMonitor,
+from albert_tf.io import write_json
+from albert_tf.modeling.model import AlbertPretrainer
+from albert_tf.training import record_checks
+from albert_tf.training.callbacks import (CheckpointSaver, StopAtStep, TrainingMonitor,
                                           optimizer_step)
+from albert_tf.training.distribution import is_chief
+from albert_tf.training.input_pipeline import (feature_spec, list_input_files,
+                                               pretraining_dataset, pretraining_dataset_fn)
+from albert_tf.training.optimization import create_optimizer
 
 MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 

@@ -17,8 +17,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import glue_metrics
-from albert_tf.json_files import write_json
+from albert_tf.io import write_json
+from albert_tf.tasks.glue import metrics as glue_metrics
 
 CHECKPOINT_PREFIX = "model.ckpt"
 BEST_CHECKPOINT = "model.ckpt-best"

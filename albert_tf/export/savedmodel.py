@@ -22,9 +22,12 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.core.protobuf import saved_model_pb2
 
+from albert_tf import records
 from albert_tf.config import AlbertConfig
-from albert_tf.export_parity import ParityThresholds, merge_figures, parity_failures, parity_figures
-from albert_tf.model import BACKBONE_INPUTS
+from albert_tf.export.parity import (ParityThresholds, merge_figures, parity_failures,
+                                     parity_figures)
+from albert_tf.modeling.model import BACKBONE_INPUTS
+from albert_tf.training.input_pipeline import feature_spec
 
 HEADS = ("pretrainer", "classifier")
 POSITIONS = "masked_lm_positions"
@@ -161,7 +164,7 @@ def serving_functions(head: ServingHead, max_seq_length: int) -> dict:
     """The ids model's signatures: dynamic [batch, seq] inputs, checked; plus `serve_examples`."""
     functions = {name: signature_function(head, name, dict.fromkeys(inputs, [None, None]), True)
                  for name, inputs in head.signature_inputs.items()}
-    spec = {k: tf.io.FixedLenFeature([max_seq_length], tf.int64) for k in BACKBONE_INPUTS}
+    spec = feature_spec(max_seq_length, names=BACKBONE_INPUTS)
 
     def serve_examples(examples):
         parsed = tf.io.parse_example(examples, spec)
@@ -220,12 +223,8 @@ def non_stock_ops(path: str) -> list[str]:
 
 def serialize_examples(examples: dict[str, np.ndarray]) -> np.ndarray:
     """`tf.Example`s with int64 `input_ids`, `input_mask`, `segment_ids` (the original schema)."""
-    def feature(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
-
-    return np.array([tf.train.Example(features=tf.train.Features(feature={
-        k: feature(examples[k][i]) for k in BACKBONE_INPUTS})).SerializeToString()
-        for i in range(len(examples["input_ids"]))], dtype=object)
+    return np.array([records.encode_example({k: examples[k][i] for k in BACKBONE_INPUTS})
+                     for i in range(len(examples["input_ids"]))], dtype=object)
 
 
 def verify_ids_model(path: str, head: ServingHead, examples, reference,

@@ -1,8 +1,8 @@
 """ALBERT's building blocks as Keras 3 layers.
 
 Layer and variable names mirror the original TF1 scopes (`word_embeddings`, `LayerNorm`, `query`,
-`output_bias`, ...): names are the checkpoint's vocabulary (see `checkpoints.py`), and they are what
-the original LAMB's exclusion regexes (`LayerNorm`, `bias`) match.
+`output_bias`, ...): names are the checkpoint's vocabulary (see `albert_tf.checkpoints.tf1`), and
+they are what the original LAMB's exclusion regexes (`LayerNorm`, `bias`) match.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import keras
 from keras import ops
 
 from albert_tf.config import AlbertConfig
-from albert_tf.fused_gelu import bias_gelu
-from albert_tf.layer_norm import AlbertLayerNorm
+from albert_tf.modeling.fused_gelu import bias_gelu
+from albert_tf.modeling.layer_norm import AlbertLayerNorm
 
 # The original adds -10000 (not -inf) to the scores of padded keys; kept for parity.
 MASK_ADDER = -10000.0

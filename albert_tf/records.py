@@ -1,4 +1,8 @@
-"""tf.train.Example bytes in the original 8-feature schema, and TFRecord framing, without TensorFlow.
+"""The pretraining TFRecord schema, tf.train.Example bytes and TFRecord framing, without TensorFlow.
+
+The schema is the original's 8 features: which are [max_seq_length] long, which
+[max_predictions_per_seq] long, which float, and the label. The training input's tf.io spec, the
+record checks and the export's readers take it from here, so it is written down once.
 
 Importing TensorFlow costs seconds of process start, which is most of the budget of a whole data-prep
 job, so the protobuf wire format and the TFRecord framing are written here by hand. Both are small and
@@ -18,11 +22,13 @@ from typing import BinaryIO
 
 import google_crc32c
 
+# Features of length max_seq_length, of length max_predictions_per_seq (doubled by the original's
+# `do_permutation`), and the sentence-order label (one value; the name is the original's NSP one).
+SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_boundary")
+PRED_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+LABEL_FEATURE = "next_sentence_labels"
 # Schema order of the original `write_instance_to_example_files` (dtype int64 unless listed in FLOAT_FEATURES).
-FEATURE_NAMES = (
-    "input_ids", "input_mask", "segment_ids", "token_boundary",
-    "masked_lm_positions", "masked_lm_ids", "masked_lm_weights", "next_sentence_labels",
-)
+FEATURE_NAMES = (*SEQ_FEATURES, *PRED_FEATURES, LABEL_FEATURE)
 FLOAT_FEATURES = frozenset({"masked_lm_weights"})
 # The order in which the original file holds the map entries on disk (the TF1 C++ protobuf map order).
 # We write the same order so that equal values give byte-identical records.
@@ -34,6 +40,27 @@ WIRE_ORDER = (
 _CRC_MASK_DELTA = 0xA282EAD8
 _FLOAT_ONE = struct.pack("<f", 1.0)
 _FLOAT_ZERO = struct.pack("<f", 0.0)
+
+
+def feature_lengths(max_seq_length: int, max_predictions_per_seq: int | None = None,
+                    names: Sequence[str] = FEATURE_NAMES) -> dict[str, int]:
+    """{name: number of values in a record} of the features `names`, in that order.
+
+    `max_predictions_per_seq` is needed only when `names` holds one of `PRED_FEATURES`.
+    """
+    lengths = {}
+    for name in names:
+        if name in SEQ_FEATURES:
+            lengths[name] = max_seq_length
+        elif name in PRED_FEATURES:
+            if max_predictions_per_seq is None:
+                raise ValueError(f"the length of {name} is max_predictions_per_seq: give it")
+            lengths[name] = max_predictions_per_seq
+        elif name == LABEL_FEATURE:
+            lengths[name] = 1
+        else:
+            raise KeyError(f"{name!r} is not a feature of the pretraining schema {FEATURE_NAMES}")
+    return lengths
 
 
 def varint(value: int) -> bytes:

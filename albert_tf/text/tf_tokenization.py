@@ -1,4 +1,4 @@
-"""In-graph twin of `albert_tf.tokenization`: text -> packed ALBERT inputs inside TensorFlow graphs.
+"""In-graph twin of `albert_tf.text.tokenization`: text -> packed ALBERT inputs inside TensorFlow graphs.
 
 `AlbertPreprocessingLayer` reproduces `AlbertTokenizer.encode` (`preprocess_text` + SentencePiece +
 the digit-comma rule) and `AlbertTokenizer.pack` with TensorFlow and tensorflow-text ops, so it runs in
@@ -43,7 +43,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.text.tokenization import AlbertTokenizer
 
 _SEPARATOR = "\0"  # A starter (combining class 0) that no code point's NFKD contains.
 _SIGMA = "\u03a3"

@@ -13,8 +13,8 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import glue
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.tasks.glue import processors as glue
+from albert_tf.text.tokenization import AlbertTokenizer
 
 
 @dataclasses.dataclass

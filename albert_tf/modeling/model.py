@@ -7,8 +7,8 @@ import tensorflow as tf
 from keras import ops
 
 from albert_tf.config import AlbertConfig
-from albert_tf.layers import (AlbertAttention, AlbertEmbeddings, AlbertFeedForward,
-                              AlbertMaskedLMHead, AlbertSentenceOrderHead, _dense)
+from albert_tf.modeling.layers import (AlbertAttention, AlbertEmbeddings, AlbertFeedForward,
+                                       AlbertMaskedLMHead, AlbertSentenceOrderHead, _dense)
 
 BACKBONE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 

@@ -2,7 +2,7 @@
 
 Training uses Keras `fit` with the original AdamW (or LAMB) and schedule, saving a TF1-named
 checkpoint `model.ckpt-<step>` every `save_checkpoints_steps` and at the last step; with an
-evaluator each is scored on dev as soon as it is saved (`checkpoint_selection`: final and best
+evaluator each is scored on dev as soon as it is saved (`selection`: final and best
 checkpoint in `eval_results.json`, best copied to `model.ckpt-best`). Prediction writes the
 original's `test_results.tsv` (probabilities) and a GLUE submission file (`SST-2.tsv`:
 index<TAB>label); export writes a `.keras` classifier.
@@ -10,7 +10,7 @@ index<TAB>label); export writes a `.keras` classifier.
 Deliberate differences, none changing the maths: training examples are fully shuffled (seeded)
 instead of the original's file order through a 100-example buffer (CoLA's file here is not in
 GLUE's order); batches are padded to their longest example unless `dynamic_padding=False` (see
-`glue_inputs`); no checkpoint at step 0; training does not resume.
+`albert_tf.tasks.glue.inputs`); no checkpoint at step 0; training does not resume.
 """
 
 from __future__ import annotations
@@ -27,14 +27,17 @@ import keras
 import numpy as np
 from absl import logging
 
-from albert_tf import checkpoints, classifier, glue
-from albert_tf.checkpoint_selection import (BEST_CHECKPOINT, CHECKPOINT_PREFIX,
-                                            CheckpointEvaluator, list_checkpoints)
+from albert_tf.checkpoints.classifier import initialize_from_checkpoint, load_classifier_checkpoint
+from albert_tf.checkpoints.tf1 import save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.json_files import write_json
-from albert_tf.glue_inputs import encode_split, make_dataset
-from albert_tf.optimization import create_optimizer
-from albert_tf.tokenization import AlbertTokenizer
+from albert_tf.finetuning.selection import (BEST_CHECKPOINT, CHECKPOINT_PREFIX,
+                                            CheckpointEvaluator, list_checkpoints)
+from albert_tf.io import write_json
+from albert_tf.modeling.heads.classifier import AlbertClassifier
+from albert_tf.tasks.glue import processors as glue
+from albert_tf.tasks.glue.inputs import encode_split, make_dataset
+from albert_tf.text.tokenization import AlbertTokenizer
+from albert_tf.training.optimization import create_optimizer
 
 # run_glue.sh: every task also used --max_seq_length=512 --optimizer=adamw --do_lower_case.
 _RECIPE_COMMON = dict(max_seq_length=512, optimizer="adamw", do_lower_case=True)
@@ -157,7 +160,7 @@ class _CheckpointEveryN(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         step = int(self.model.optimizer.iterations.numpy())
-        prefix = checkpoints.save_tf1_checkpoint(
+        prefix = save_tf1_checkpoint(
             self.model, os.path.join(self.config.output_dir, f"{CHECKPOINT_PREFIX}-{step}"),
             global_step=step)
         self.saved.append((step, prefix))
@@ -168,8 +171,8 @@ class _CheckpointEveryN(keras.callbacks.Callback):
 def build_classifier(config: FinetuneConfig, albert_config: AlbertConfig):
     """A fresh `AlbertClassifier` for the task."""
     task = config.task
-    return classifier.AlbertClassifier(albert_config, task.num_labels,
-                                       regression=task.is_regression, seed=config.seed)
+    return AlbertClassifier(albert_config, task.num_labels,
+                            regression=task.is_regression, seed=config.seed)
 
 
 def train(config: FinetuneConfig, albert_config: AlbertConfig, tokenizer: AlbertTokenizer,
@@ -193,7 +196,7 @@ def train(config: FinetuneConfig, albert_config: AlbertConfig, tokenizer: Albert
                            seed=config.seed, dynamic_padding=config.pad_dynamically)
     model = build_classifier(config, albert_config)
     if config.init_checkpoint:
-        classifier.initialize_from_checkpoint(model, config.init_checkpoint)
+        initialize_from_checkpoint(model, config.init_checkpoint)
     else:
         logging.warning("No init_checkpoint: fine-tuning a randomly initialised model")
     model.compile(optimizer=create_optimizer(config.learning_rate, config.train_step,
@@ -221,7 +224,7 @@ def evaluate_checkpoints(config: FinetuneConfig, albert_config: AlbertConfig,
                                 f"{config.output_dir} to evaluate; train first (do_train)")
     model = build_classifier(config, albert_config)
     for step, prefix in found:
-        classifier.load_classifier_checkpoint(model, prefix)
+        load_classifier_checkpoint(model, prefix)
         evaluator.evaluate(model, step, prefix)
     return evaluator.write()
 
@@ -243,7 +246,7 @@ def load_for_inference(config: FinetuneConfig, albert_config: AlbertConfig):
     """A classifier holding the `inference_checkpoint` weights, and that checkpoint's path."""
     path = inference_checkpoint(config)
     model = build_classifier(config, albert_config)
-    classifier.load_classifier_checkpoint(model, path)
+    load_classifier_checkpoint(model, path)
     return model, path
 
 

@@ -1,31 +1,25 @@
-"""`AlbertClassifier`: the original `run_classifier.py` model, and its TF1 checkpoints in and out.
+"""`AlbertClassifier`: the original `run_classifier.py` model.
 
 Head (as `classifier_utils.create_model`): dropout 0.1 (hard-coded, whatever the config says) on
 the pooled output, then logits = pooled · output_weightsᵀ + output_bias with `output_weights`
 [num_labels, H] (truncated normal, std 0.02) — the transpose of a Keras Dense kernel, kept so the
-variable is the original's. TF1 names: the backbone's from `checkpoints.TF1_NAME_RULES`, the head's
-top-level `output_weights` / `output_bias`, exactly what an original fine-tuned checkpoint holds.
+variable is the original's. Its TF1 checkpoints in and out are `albert_tf.checkpoints.classifier`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 import keras
-import numpy as np
-from absl import logging
 from keras import ops
 from keras.src.losses.loss import scale_loss_for_distribution
 
-from albert_tf import checkpoints
 from albert_tf.config import AlbertConfig
-from albert_tf.model import BACKBONE_INPUTS, AlbertModel, ConfiguredModel
+from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel, ConfiguredModel
 
 HEAD_NAME = "classifier"
 HEAD_DROPOUT = 0.1  # hard-coded in the original, independent of the config's dropout
 HEAD_INIT_STDDEV = 0.02  # hard-coded in the original, not `initializer_range`
-HEAD_TF1_NAMES = ("output_weights", "output_bias")
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -140,52 +134,3 @@ class AlbertClassifier(ConfiguredModel):
     def metrics(self):
         extra = [] if self.accuracy_tracker is None else [self.accuracy_tracker]
         return [*super().metrics, *extra]
-
-
-# --- TF1 names ----------------------------------------------------------------------------------
-
-def assign_classifier_weights(model: AlbertClassifier, tensors: Mapping[str, np.ndarray],
-                              source: str, require_head: bool) -> bool:
-    """Assigns `model` from {original name: array}; returns whether the head was loaded.
-
-    Every backbone variable must be present with its shape, else `CheckpointMismatchError` lists
-    every problem and nothing is assigned. The head (`output_weights`/`output_bias`) is required
-    with `require_head`; otherwise it is loaded only if present with matching shapes (a classifier
-    checkpoint of the same label count) and left freshly initialised if not. Other names (the
-    pretraining heads `cls/...`) are ignored.
-    """
-    targets = checkpoints.tf1_variable_map(model)
-    head_ok = all(n in tensors and tuple(tensors[n].shape) == tuple(targets[n].shape)
-                  for n in HEAD_TF1_NAMES)
-    checked = [n for n in targets if n not in HEAD_TF1_NAMES or require_head]
-    problems = [f"missing from checkpoint: {n} {tuple(targets[n].shape)}"
-                for n in sorted(checked) if n not in tensors]
-    problems += [f"shape mismatch: {n} checkpoint {tuple(tensors[n].shape)} vs model "
-                 f"{tuple(targets[n].shape)}" for n in sorted(checked)
-                 if n in tensors and tuple(tensors[n].shape) != tuple(targets[n].shape)]
-    if problems:
-        raise checkpoints.CheckpointMismatchError(
-            f"{source} does not match the classifier ({len(problems)} problems):\n  "
-            + "\n  ".join(problems))
-    for name, variable in targets.items():
-        if name not in HEAD_TF1_NAMES or head_ok:
-            variable.assign(tensors[name])
-    ignored = sorted(set(tensors) - set(targets))
-    if ignored:
-        logging.info("%s: ignored %d variables not in the classifier (e.g. %s)", source,
-                     len(ignored), ignored[0])
-    return head_ok
-
-
-def initialize_from_checkpoint(model: AlbertClassifier, path: str | os.PathLike) -> bool:
-    """Fine-tuning init: backbone from a pretraining or classifier checkpoint (TF1 or `.keras`);
-    the head too when the checkpoint has one of the same shape. Returns whether it did."""
-    head_loaded = assign_classifier_weights(model, checkpoints.read_weights(path), os.fspath(path),
-                                            require_head=False)
-    logging.info("Initialised the backbone%s from %s", " and head" if head_loaded else "", path)
-    return head_loaded
-
-
-def load_classifier_checkpoint(model: AlbertClassifier, path: str | os.PathLike) -> None:
-    """Loads a complete classifier checkpoint (ours or the original's), head included."""
-    assign_classifier_weights(model, checkpoints.read_weights(path), os.fspath(path), require_head=True)

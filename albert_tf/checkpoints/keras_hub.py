@@ -10,9 +10,9 @@ from __future__ import annotations
 import keras_hub
 import numpy as np
 
-from albert_tf.checkpoints import rename
+from albert_tf.checkpoints.tf1 import rename
 from albert_tf.config import AlbertConfig
-from albert_tf.model import AlbertModel
+from albert_tf.modeling.model import AlbertModel
 
 # (regex on our backbone's variable path, keras-hub path), first match wins.
 _RULES: tuple[tuple[str, str], ...] = (

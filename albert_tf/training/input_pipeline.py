@@ -1,11 +1,11 @@
 """tf.data input for pretraining from TFRecords in the original ALBERT schema.
 
-The schema is the one `create_pretraining_data.py` writes (spec §1.6); the pipeline follows the
-original `input_fn_builder` (spec §3.4): training repeats and shuffles the file list, interleaves
-files in parallel, shuffles records and batches with `drop_remainder=True` (static shapes for
-TPU/XLA); evaluation reads files in order, deterministically. Records are parsed after batching
-(one vectorised `parse_example` per batch) and every int64 feature is cast to int32, as the
-original does for TPUs.
+The schema is the one `create_pretraining_data.py` writes (spec §1.6), as `albert_tf.records`
+states it; the pipeline follows the original `input_fn_builder` (spec §3.4): training repeats and
+shuffles the file list, interleaves files in parallel, shuffles records and batches with
+`drop_remainder=True` (static shapes for TPU/XLA); evaluation reads files in order,
+deterministically. Records are parsed after batching (one vectorised `parse_example` per batch)
+and every int64 feature is cast to int32, as the original does for TPUs.
 """
 
 from __future__ import annotations
@@ -15,31 +15,30 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 from absl import logging
 
-INT_FEATURES_SEQ = ("input_ids", "input_mask", "segment_ids", "token_boundary")
-INT_FEATURES_PRED = ("masked_lm_positions", "masked_lm_ids")
-FEATURE_NAMES = INT_FEATURES_SEQ + INT_FEATURES_PRED + ("masked_lm_weights", "next_sentence_labels")
+from albert_tf.records import FEATURE_NAMES, FLOAT_FEATURES, PRED_FEATURES, feature_lengths
+
 ORIGINAL_SHUFFLE_BUFFER = 100
 ORIGINAL_CYCLE_LENGTH = 4
 
 
-def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, tf.io.FixedLenFeature]:
-    """The 8 features of an original pretraining record, in the order the original writes them.
+def feature_spec(max_seq_length: int, max_predictions_per_seq: int | None = None,
+                 names: Sequence[str] = FEATURE_NAMES) -> dict[str, tf.io.FixedLenFeature]:
+    """The tf.io spec of features `names` of an original pretraining record: by default all 8, in
+    the order the original writes them; lengths and dtypes from the schema (`albert_tf.records`).
 
-    `max_predictions_per_seq` is P of the records (doubled by the original's `do_permutation`).
-    `next_sentence_labels` holds the sentence-order label (the name is the original's).
+    `max_predictions_per_seq` is P of the records (doubled by the original's `do_permutation`),
+    needed only for the masked-LM features. `next_sentence_labels` holds the sentence-order label
+    (the name is the original's).
     """
-    if max_seq_length <= 0 or max_predictions_per_seq <= 0:
+    needs_predictions = any(name in PRED_FEATURES for name in names)
+    if max_seq_length <= 0 or (needs_predictions and (max_predictions_per_seq or 0) <= 0):
         raise ValueError(
             f"max_seq_length and max_predictions_per_seq must be > 0, got {max_seq_length} and "
             f"{max_predictions_per_seq}"
         )
-    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in INT_FEATURES_SEQ}
-    spec.update(
-        {name: tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64) for name in INT_FEATURES_PRED}
-    )
-    spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
-    spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
-    return spec
+    lengths = feature_lengths(max_seq_length, max_predictions_per_seq, names)
+    return {name: tf.io.FixedLenFeature([length], tf.float32 if name in FLOAT_FEATURES else tf.int64)
+            for name, length in lengths.items()}
 
 
 def parse_examples(serialized, spec, example_names=None) -> dict[str, tf.Tensor]:

@@ -1,0 +1,1 @@
+"""Downstream tasks: their data readers, model inputs and metrics."""

@@ -1,0 +1,1 @@
+"""GLUE: the original processors (TSV splits, label sets), classifier inputs, and metrics."""

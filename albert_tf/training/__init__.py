@@ -1,0 +1,1 @@
+"""Training stage: LAMB/AdamW, strategies, TFRecord input and its checks, pretraining runs."""
