@@ -55,7 +55,7 @@ def test_mirrored_over_two_devices_matches_one_device(tmp_path):
     one = read_tf1_checkpoint(tmp_path / "one_device" / "tf1")
     mirrored = read_tf1_checkpoint(tmp_path / "mirrored" / "tf1")
     for name in one:
-        assert_close_to_scale(mirrored[name], one[name], TRAINED_WEIGHTS, err_msg=name)
+        assert_close_to_scale(mirrored[name], one[name], TRAINING_STEPS, err_msg=name)
 
 
 def _free_ports(count):
