@@ -1,4 +1,4 @@
-"""Files written atomically: results JSON (NaN as null), and any file through `atomic_file`.
+"""Files written atomically: results JSON (NaN as null), text, and any file or directory.
 
 A reader (or a rerun after a crash) sees either the previous file or the complete new one, never
 a partial one: content goes to a temporary name in the target's directory and is renamed onto the
@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 from collections.abc import Iterator
 from typing import IO
 
@@ -26,12 +27,17 @@ def json_safe(value):
     return value
 
 
-def write_json(path: str, value) -> None:
-    """Writes JSON to a temporary name, then renames it into place."""
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(json_safe(value), f, indent=2, sort_keys=True)
+def write_json(path: str | os.PathLike, value) -> None:
+    """Writes `value` as indented, key-sorted JSON (NaN and infinities as null), atomically."""
+    with atomic_file(path, "w", encoding="utf-8") as f:
+        json.dump(json_safe(value), f, indent=2, sort_keys=True, allow_nan=False)
         f.write("\n")
-    os.replace(path + ".tmp", path)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Writes `text` (UTF-8) atomically."""
+    with atomic_file(path, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def replace_synced(temp: str, path: str) -> None:
@@ -59,4 +65,31 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb", temp: str | None = No
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(temp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[str]:
+    """Yields a temporary name beside `path` for a library that writes by name (Keras `save`,
+    a SavedModel directory, `shutil.copyfile`); leaving the block normally renames it onto
+    `path`, leaving it by an exception removes it. `suffix` keeps an extension a writer requires
+    (`.keras`). A directory replaces an existing directory of the same name."""
+    path = os.fspath(path)
+    directory, name = os.path.split(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    temp = os.path.join(directory, f".{name}.tmp-{os.getpid()}{suffix}")
+    try:
+        yield temp
+        if os.path.isdir(temp):
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            os.replace(temp, path)
+        else:
+            replace_synced(temp, path)
+    except BaseException:
+        if os.path.isdir(temp):
+            shutil.rmtree(temp, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(temp)
         raise
