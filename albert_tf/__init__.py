@@ -8,9 +8,12 @@ __version__ = "0.1.0"
 # Lazy (PEP 562): `albert_tf.text.tokenization`, `albert_tf.records` and `albert_tf.config` must not
 # pay for importing Keras and TensorFlow, which data-prep workers and CLIs would otherwise load for
 # nothing.
-_LAZY = {"AlbertConfig": "albert_tf.config", "AlbertModel": "albert_tf.modeling.model",
-         "AlbertPretrainer": "albert_tf.modeling.model",
-         "AlbertClassifier": "albert_tf.modeling.heads.classifier"}
+_LAZY = {
+    "AlbertConfig": "albert_tf.config",
+    "AlbertModel": "albert_tf.modeling.model",
+    "AlbertPretrainer": "albert_tf.modeling.model",
+    "AlbertClassifier": "albert_tf.modeling.heads.classifier",
+}
 
 
 def __getattr__(name):

@@ -12,8 +12,11 @@ import json
 import os
 from typing import Any
 
+from albert_tf.io import write_json
+
 SHARING_MODES = ("all", "attention", "ffn", "none")
 ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+
 
 @dataclasses.dataclass
 class AlbertConfig:
@@ -50,9 +53,16 @@ class AlbertConfig:
     def validate(self) -> None:
         """Raise ValueError naming the first inconsistent field."""
         positive = (
-            "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-            "num_hidden_groups", "num_attention_heads", "intermediate_size",
-            "inner_group_num", "max_position_embeddings", "type_vocab_size",
+            "vocab_size",
+            "embedding_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_hidden_groups",
+            "num_attention_heads",
+            "intermediate_size",
+            "inner_group_num",
+            "max_position_embeddings",
+            "type_vocab_size",
         )
         for name in positive:
             value = getattr(self, name)
@@ -61,16 +71,20 @@ class AlbertConfig:
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(
                 f"hidden_size ({self.hidden_size}) must be a multiple of num_attention_heads "
-                f"({self.num_attention_heads})")
+                f"({self.num_attention_heads})"
+            )
         if self.num_hidden_groups > self.num_hidden_layers:
             raise ValueError(
                 f"num_hidden_groups ({self.num_hidden_groups}) exceeds num_hidden_layers "
-                f"({self.num_hidden_layers}): some groups would never be used")
+                f"({self.num_hidden_layers}): some groups would never be used"
+            )
         if self.sharing not in SHARING_MODES:
             raise ValueError(f"sharing must be one of {SHARING_MODES}, got {self.sharing!r}")
         if self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"hidden_act must be one of {ACTIVATIONS} (as the original), got "
-                             f"{self.hidden_act!r}")
+            raise ValueError(
+                f"hidden_act must be one of {ACTIVATIONS} (as the original), got "
+                f"{self.hidden_act!r}"
+            )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
@@ -119,11 +133,7 @@ class AlbertConfig:
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Write an `albert_config.json` the original code can read."""
-        tmp = f"{path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
+        write_json(path, self.to_dict())
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "AlbertConfig":
@@ -137,26 +147,40 @@ class AlbertConfig:
         return cls(**{**PRESETS[name], **overrides})
 
 
-_V2 = dict(vocab_size=30000, embedding_size=128, hidden_act="gelu", hidden_dropout_prob=0.0,
-           attention_probs_dropout_prob=0.0, max_position_embeddings=512, type_vocab_size=2,
-           initializer_range=0.02, num_hidden_groups=1, inner_group_num=1)
+_V2 = dict(
+    vocab_size=30000,
+    embedding_size=128,
+    hidden_act="gelu",
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+    max_position_embeddings=512,
+    type_vocab_size=2,
+    initializer_range=0.02,
+    num_hidden_groups=1,
+    inner_group_num=1,
+)
 PRESETS: dict[str, dict[str, Any]] = {
-    "base": dict(_V2, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072),
-    "large": dict(_V2, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                  intermediate_size=4096),
-    "xlarge": dict(_V2, hidden_size=2048, num_hidden_layers=24, num_attention_heads=16,
-                   intermediate_size=8192),
-    "xxlarge": dict(_V2, hidden_size=4096, num_hidden_layers=12, num_attention_heads=64,
-                    intermediate_size=16384),
+    "base": dict(
+        _V2, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
+    ),
+    "large": dict(
+        _V2, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096
+    ),
+    "xlarge": dict(
+        _V2, hidden_size=2048, num_hidden_layers=24, num_attention_heads=16, intermediate_size=8192
+    ),
+    "xxlarge": dict(
+        _V2, hidden_size=4096, num_hidden_layers=12, num_attention_heads=64, intermediate_size=16384
+    ),
 }
 
 # The original create_pretraining_data.py / run_pretraining.py default.
 DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20
 
 
-def resolve_max_predictions_per_seq(max_predictions_per_seq: int | None,
-                                    max_seq_length: int) -> int:
+def resolve_max_predictions_per_seq(
+    max_predictions_per_seq: int | None, max_seq_length: int
+) -> int:
     """`max_predictions_per_seq` as given, or when None: min(20, max_seq_length).
 
     A sequence has no more positions to mask than tokens, so the default follows a short

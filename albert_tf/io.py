@@ -49,8 +49,9 @@ def replace_synced(temp: str, path: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike, mode: str = "wb", temp: str | None = None,
-                **open_kwargs) -> Iterator[IO]:
+def atomic_file(
+    path: str | os.PathLike, mode: str = "wb", temp: str | None = None, **open_kwargs
+) -> Iterator[IO]:
     """Opens a temporary file beside `path` (`temp`, else a hidden `.NAME.tmp-PID`); leaving the
     block normally syncs it and renames it onto `path`, leaving it by an exception deletes it (and
     `path` keeps what it held)."""

@@ -33,8 +33,14 @@ FLOAT_FEATURES = frozenset({"masked_lm_weights"})
 # The order in which the original file holds the map entries on disk (the TF1 C++ protobuf map order).
 # We write the same order so that equal values give byte-identical records.
 WIRE_ORDER = (
-    "next_sentence_labels", "masked_lm_ids", "segment_ids", "masked_lm_positions",
-    "input_ids", "input_mask", "masked_lm_weights", "token_boundary",
+    "next_sentence_labels",
+    "masked_lm_ids",
+    "segment_ids",
+    "masked_lm_positions",
+    "input_ids",
+    "input_mask",
+    "masked_lm_weights",
+    "token_boundary",
 )
 
 _CRC_MASK_DELTA = 0xA282EAD8
@@ -42,8 +48,11 @@ _FLOAT_ONE = struct.pack("<f", 1.0)
 _FLOAT_ZERO = struct.pack("<f", 0.0)
 
 
-def feature_lengths(max_seq_length: int, max_predictions_per_seq: int | None = None,
-                    names: Sequence[str] = FEATURE_NAMES) -> dict[str, int]:
+def feature_lengths(
+    max_seq_length: int,
+    max_predictions_per_seq: int | None = None,
+    names: Sequence[str] = FEATURE_NAMES,
+) -> dict[str, int]:
     """{name: number of values in a record} of the features `names`, in that order.
 
     `max_predictions_per_seq` is needed only when `names` holds one of `PRED_FEATURES`.
@@ -84,8 +93,14 @@ def masked_crc32c(data: bytes) -> int:
 def frame_record(data: bytes) -> bytes:
     """One TFRecord: length, CRC of the length, data, CRC of the data."""
     header = struct.pack("<Q", len(data))
-    return b"".join((header, struct.pack("<I", masked_crc32c(header)), data,
-                     struct.pack("<I", masked_crc32c(data))))
+    return b"".join(
+        (
+            header,
+            struct.pack("<I", masked_crc32c(header)),
+            data,
+            struct.pack("<I", masked_crc32c(data)),
+        )
+    )
 
 
 class RecordError(ValueError):
@@ -125,8 +140,9 @@ def _header_ok(header: bytes) -> bool:
     return struct.unpack_from("<I", header, 8)[0] == masked_crc32c(header[:8])
 
 
-def _read_record(f: BinaryIO, path: str, index: int, offset: int
-                 ) -> tuple[Record | BadRecord | None, int]:
+def _read_record(
+    f: BinaryIO, path: str, index: int, offset: int
+) -> tuple[Record | BadRecord | None, int]:
     """The record at `offset` (where `f` is; None at the end of the file) and the offset after it
     (-1 when none can be found from here)."""
     header = f.read(12)
@@ -152,7 +168,7 @@ def _next_whole_record(f: BinaryIO, start: int) -> int:
         f.seek(start)
         window = f.read(_RESYNC_WINDOW + 11)
         for i in range(len(window) - 11):
-            if _header_ok(window[i:i + 12]):
+            if _header_ok(window[i : i + 12]):
                 f.seek(start + i)
                 if isinstance(_read_record(f, "", 0, start + i)[0], Record):
                     return start + i
@@ -215,7 +231,9 @@ def _length_delimited(field_tag: int, payload: bytes) -> bytes:
 def _feature_entry(name: str, packed_values: bytes, is_float: bool) -> bytes:
     """A `map<string, Feature>` entry wrapped as field 1 of `Features`."""
     value_list = _length_delimited(0x0A, packed_values)  # Int64List/FloatList.value, packed
-    feature = _length_delimited(0x12 if is_float else 0x1A, value_list)  # float_list=2 / int64_list=3
+    feature = _length_delimited(
+        0x12 if is_float else 0x1A, value_list
+    )  # float_list=2 / int64_list=3
     entry = _length_delimited(0x0A, name.encode()) + _length_delimited(0x12, feature)
     return _length_delimited(0x0A, entry)
 
@@ -260,8 +278,15 @@ class PretrainingExampleEncoder:
             prefix = self._prefixes[key] = entry[: len(entry) - payload_length]
         return prefix
 
-    def encode(self, input_ids: Sequence[int], num_segment_a: int, token_boundary: Sequence[int],
-               masked_positions: Sequence[int], masked_label_ids: Sequence[int], sop_label: int) -> bytes:
+    def encode(
+        self,
+        input_ids: Sequence[int],
+        num_segment_a: int,
+        token_boundary: Sequence[int],
+        masked_positions: Sequence[int],
+        masked_label_ids: Sequence[int],
+        sop_label: int,
+    ) -> bytes:
         """Example bytes.
 
         Args:
@@ -293,9 +318,18 @@ class PretrainingExampleEncoder:
             bytes(token_boundary) + zeros,  # 0/1 are one-byte varints
         )
         prefix = self._prefix
-        body = b"".join([part for name, payload in zip(WIRE_ORDER, payloads)
-                         for part in (prefix(name, len(payload)), payload)])
-        return b"\n" + table[len(body)] + body if len(body) < len(table) else _length_delimited(0x0A, body)
+        body = b"".join(
+            [
+                part
+                for name, payload in zip(WIRE_ORDER, payloads)
+                for part in (prefix(name, len(payload)), payload)
+            ]
+        )
+        return (
+            b"\n" + table[len(body)] + body
+            if len(body) < len(table)
+            else _length_delimited(0x0A, body)
+        )
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -317,16 +351,16 @@ def _fields(data: bytes) -> Iterator[tuple[int, int, bytes | int]]:
         field, wire = key >> 3, key & 7
         if wire == 2:
             size, pos = _read_varint(data, pos)
-            yield field, wire, data[pos:pos + size]
+            yield field, wire, data[pos : pos + size]
             pos += size
         elif wire == 0:
             value, pos = _read_varint(data, pos)
             yield field, wire, value
         elif wire == 5:
-            yield field, wire, data[pos:pos + 4]
+            yield field, wire, data[pos : pos + 4]
             pos += 4
         elif wire == 1:
-            yield field, wire, data[pos:pos + 8]
+            yield field, wire, data[pos : pos + 8]
             pos += 8
         else:
             raise RecordError(f"unsupported protobuf wire type {wire}")
@@ -356,13 +390,21 @@ def decode_example(data: bytes) -> dict[str, list[int] | list[float]]:
                         for kind, _, value_list in _fields(payload):
                             for _, wire, chunk in _fields(value_list):
                                 if kind == 2:  # FloatList
-                                    values.extend(struct.unpack(f"<{len(chunk) // 4}f", chunk)
-                                                  if wire == 2 else struct.unpack("<f", chunk))
+                                    values.extend(
+                                        struct.unpack(f"<{len(chunk) // 4}f", chunk)
+                                        if wire == 2
+                                        else struct.unpack("<f", chunk)
+                                    )
                                 elif kind == 3:  # Int64List
-                                    values.extend(_decode_int64s(chunk) if wire == 2 else
-                                                  [chunk - (1 << 64) if chunk >= 1 << 63 else chunk])
+                                    values.extend(
+                                        _decode_int64s(chunk)
+                                        if wire == 2
+                                        else [chunk - (1 << 64) if chunk >= 1 << 63 else chunk]
+                                    )
                                 else:
-                                    raise RecordError("bytes_list features are not part of this schema")
+                                    raise RecordError(
+                                        "bytes_list features are not part of this schema"
+                                    )
                 features[name] = values
     except (IndexError, UnicodeDecodeError, struct.error) as e:
         raise RecordError(f"malformed tf.train.Example: {e}") from e

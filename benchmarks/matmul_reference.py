@@ -80,8 +80,7 @@ class MatmulSkeleton:
     it, which leaves the skeleton more freedom than the model: it can only run faster.
     """
 
-    def __init__(self, c: AlbertConfig, batch: int, seq: int, predictions: int,
-                 jit_compile: bool):
+    def __init__(self, c: AlbertConfig, batch: int, seq: int, predictions: int, jit_compile: bool):
         self.config, self.batch, self.seq = c, batch, seq
         rng = tf.random.Generator.from_seed(0)
         h, e, tokens = c.hidden_size, c.embedding_size, batch * seq
@@ -91,21 +90,33 @@ class MatmulSkeleton:
 
         # Gains that keep scores, context and every gradient at unit variance.
         self.layer_weights = {
-            "query": weight(h, h), "key": weight(h, h, c.head_size ** -0.5),
-            "value": weight(h, h, seq ** -0.5), "output": weight(h, h),
-            "intermediate": weight(h, c.intermediate_size), "ffn_output": weight(c.intermediate_size, h),
+            "query": weight(h, h),
+            "key": weight(h, h, c.head_size**-0.5),
+            "value": weight(h, h, seq**-0.5),
+            "output": weight(h, h),
+            "intermediate": weight(h, c.intermediate_size),
+            "ffn_output": weight(c.intermediate_size, h),
         }
-        self.head_weights = {"pooler": weight(h, h), "sentence_order": weight(h, 2),
-                             "mlm_dense": weight(h, e),
-                             "word_embeddings": weight(c.vocab_size, e, np.sqrt(c.vocab_size / e))}
+        self.head_weights = {
+            "pooler": weight(h, h),
+            "sentence_order": weight(h, 2),
+            "mlm_dense": weight(h, e),
+            "word_embeddings": weight(c.vocab_size, e, np.sqrt(c.vocab_size / e)),
+        }
         if e != h:
             self.head_weights["projection"] = weight(e, h)
-        self.inputs = {"embedded": rng.normal((tokens, e)), "keys_from": rng.normal((tokens, h)),
-                       "values_from": rng.normal((tokens, h)),
-                       "first_tokens": rng.normal((batch, h)),
-                       "masked_tokens": rng.normal((batch * predictions, h))}
-        self.output_gradients = [rng.normal((tokens, h)), rng.normal((batch, 2)),
-                                 rng.normal((batch * predictions, c.vocab_size))]
+        self.inputs = {
+            "embedded": rng.normal((tokens, e)),
+            "keys_from": rng.normal((tokens, h)),
+            "values_from": rng.normal((tokens, h)),
+            "first_tokens": rng.normal((batch, h)),
+            "masked_tokens": rng.normal((batch * predictions, h)),
+        }
+        self.output_gradients = [
+            rng.normal((tokens, h)),
+            rng.normal((batch, 2)),
+            rng.normal((batch * predictions, c.vocab_size)),
+        ]
         self.step = tf.function(self._step, jit_compile=jit_compile)
 
     def _heads(self, x):
@@ -117,12 +128,23 @@ class MatmulSkeleton:
         layers = c.num_hidden_layers * c.inner_group_num
         with tf.GradientTape() as tape:
             # Handles per layer: each layer's gradients stay its own (no AddN).
-            per_layer = ({**self.layer_weights, "keys_from": self.inputs["keys_from"],
-                          "values_from": self.inputs["values_from"]} for _ in range(layers))
+            per_layer = (
+                {
+                    **self.layer_weights,
+                    "keys_from": self.inputs["keys_from"],
+                    "values_from": self.inputs["values_from"],
+                }
+                for _ in range(layers)
+            )
             handles = [{k: tf.identity(w) for k, w in layer.items()} for layer in per_layer]
             heads, inputs = self.head_weights, self.inputs
-            sources = [*heads.values(), inputs["embedded"], inputs["first_tokens"],
-                       inputs["masked_tokens"], *(w for layer in handles for w in layer.values())]
+            sources = [
+                *heads.values(),
+                inputs["embedded"],
+                inputs["first_tokens"],
+                inputs["masked_tokens"],
+                *(w for layer in handles for w in layer.values()),
+            ]
             tape.watch(sources)
             x = inputs["embedded"]
             if "projection" in heads:
@@ -137,8 +159,9 @@ class MatmulSkeleton:
             sop_logits = (inputs["first_tokens"] @ heads["pooler"]) @ heads["sentence_order"]
             mlm = inputs["masked_tokens"] @ heads["mlm_dense"]
             mlm_logits = tf.matmul(mlm, heads["word_embeddings"], transpose_b=True)
-        return tape.gradient([x, sop_logits, mlm_logits], sources,
-                             output_gradients=self.output_gradients)
+        return tape.gradient(
+            [x, sop_logits, mlm_logits], sources, output_gradients=self.output_gradients
+        )
 
     def __call__(self) -> list:
         """One step; returns every gradient (so that no matmul is pruned)."""

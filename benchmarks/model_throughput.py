@@ -41,16 +41,27 @@ flags.DEFINE_integer("batch_size", 8, "Batch size.")
 flags.DEFINE_integer("predictions", 20, "Masked positions per sequence.")
 flags.DEFINE_integer("steps", 1, "Training steps per timed round.")
 flags.DEFINE_integer("rounds", 12, "Timed rounds, each: matmul peak, the skeletons, each model.")
-flags.DEFINE_bool("jit_compile", False, "Compile both models' train steps with XLA (off: as "
-                  "pipelines/pretrain.py runs fp32 on a CPU).")
-flags.DEFINE_enum("dtype_policy", "float32", ["float32", "mixed_bfloat16"],
-                  "Keras dtype policy of both models. mixed_bfloat16 runs the matmuls on AMX where "
-                  "the CPU has it; the fractions stay relative to the fp32 matmul peak.")
+flags.DEFINE_bool(
+    "jit_compile",
+    False,
+    "Compile both models' train steps with XLA (off: as pipelines/pretrain.py runs fp32 on a CPU).",
+)
+flags.DEFINE_enum(
+    "dtype_policy",
+    "float32",
+    ["float32", "mixed_bfloat16"],
+    "Keras dtype policy of both models. mixed_bfloat16 runs the matmuls on AMX where "
+    "the CPU has it; the fractions stay relative to the fp32 matmul peak.",
+)
 
 SKELETONS = ("matmul-only step", "matmul-only step, XLA")
 OURS, HUBS = "albert-tf AlbertPretrainer", "keras-hub AlbertMaskedLM"
-SHORT_NAMES = {SKELETONS[0]: "matmul-only", SKELETONS[1]: "matmul-only XLA", OURS: "albert-tf",
-               HUBS: "keras-hub"}
+SHORT_NAMES = {
+    SKELETONS[0]: "matmul-only",
+    SKELETONS[1]: "matmul-only XLA",
+    OURS: "albert-tf",
+    HUBS: "keras-hub",
+}
 
 
 def batch_arrays(c: AlbertConfig, batch: int, seq: int, predictions: int) -> dict:
@@ -59,8 +70,9 @@ def batch_arrays(c: AlbertConfig, batch: int, seq: int, predictions: int) -> dic
         "input_ids": rng.integers(5, c.vocab_size, (batch, seq), dtype=np.int32),
         "input_mask": np.ones((batch, seq), np.int32),
         "segment_ids": (np.arange(seq) >= seq // 2).astype(np.int32)[None].repeat(batch, 0),
-        "masked_lm_positions": np.sort(rng.choice(np.arange(1, seq), (batch, predictions)), -1)
-        .astype(np.int32),
+        "masked_lm_positions": np.sort(
+            rng.choice(np.arange(1, seq), (batch, predictions)), -1
+        ).astype(np.int32),
         "masked_lm_ids": rng.integers(5, c.vocab_size, (batch, predictions), dtype=np.int32),
         "masked_lm_weights": np.ones((batch, predictions), np.float32),
         "next_sentence_labels": rng.integers(0, 2, (batch, 1), dtype=np.int32),
@@ -69,11 +81,13 @@ def batch_arrays(c: AlbertConfig, batch: int, seq: int, predictions: int) -> dic
 
 def step_timer(step):
     """Seconds per call of `step`, averaged over `steps` calls."""
+
     def seconds_per_step(steps: int) -> float:
         start = time.perf_counter()
         for _ in range(steps):
             step()
         return (time.perf_counter() - start) / steps
+
     return seconds_per_step
 
 
@@ -93,17 +107,27 @@ def ours(c, arrays):
 
 def keras_hubs(c, arrays):
     backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers,
-        num_heads=c.num_attention_heads, embedding_dim=c.embedding_size,
-        hidden_dim=c.hidden_size, intermediate_dim=c.intermediate_size,
-        max_sequence_length=c.max_position_embeddings)
+        vocabulary_size=c.vocab_size,
+        num_layers=c.num_hidden_layers,
+        num_heads=c.num_attention_heads,
+        embedding_dim=c.embedding_size,
+        hidden_dim=c.hidden_size,
+        intermediate_dim=c.intermediate_size,
+        max_sequence_length=c.max_position_embeddings,
+    )
     model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=None)
-    model.compile(optimizer=create_optimizer(1e-4, 1000, 10),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()],
-                  jit_compile=FLAGS.jit_compile)
-    x = {"token_ids": arrays["input_ids"], "padding_mask": arrays["input_mask"],
-         "segment_ids": arrays["segment_ids"], "mask_positions": arrays["masked_lm_positions"]}
+    model.compile(
+        optimizer=create_optimizer(1e-4, 1000, 10),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        weighted_metrics=[keras.metrics.SparseCategoricalAccuracy()],
+        jit_compile=FLAGS.jit_compile,
+    )
+    x = {
+        "token_ids": arrays["input_ids"],
+        "padding_mask": arrays["input_mask"],
+        "segment_ids": arrays["segment_ids"],
+        "mask_positions": arrays["masked_lm_positions"],
+    }
     data = (x, arrays["masked_lm_ids"], arrays["masked_lm_weights"])
     return model, tf.data.Dataset.from_tensors(data).repeat()
 
@@ -114,16 +138,24 @@ def main(argv):
     c = AlbertConfig.from_preset(FLAGS.preset)
     b, t, p = FLAGS.batch_size, FLAGS.seq_length, FLAGS.predictions
     flops = training_flops(c, b, t, p)
-    shapes = [(b * t, c.hidden_size, c.hidden_size), (b * t, c.hidden_size, c.intermediate_size),
-              (b * t, c.intermediate_size, c.hidden_size), (2048, 2048, 2048)]
+    shapes = [
+        (b * t, c.hidden_size, c.hidden_size),
+        (b * t, c.hidden_size, c.intermediate_size),
+        (b * t, c.intermediate_size, c.hidden_size),
+        (2048, 2048, 2048),
+    ]
     matmuls = {shape: MatmulRate(*shape) for shape in shapes}
-    print(f"machine: {os.cpu_count()} CPUs, TF {tf.__version__}, keras {keras.__version__}, "
-          f"keras-hub {keras_hub.__version__}; jit_compile={FLAGS.jit_compile}, "
-          f"dtype policy {FLAGS.dtype_policy}")
+    print(
+        f"machine: {os.cpu_count()} CPUs, TF {tf.__version__}, keras {keras.__version__}, "
+        f"keras-hub {keras_hub.__version__}; jit_compile={FLAGS.jit_compile}, "
+        f"dtype policy {FLAGS.dtype_policy}"
+    )
     print(f"ALBERT-{FLAGS.preset}, seq {t}, batch {b}: {flops / 1e9:.1f} GFLOP per training step")
     arrays = batch_arrays(c, b, t, p)
-    timers = {name: step_timer(MatmulSkeleton(c, b, t, p, jit_compile=jit))
-              for name, jit in zip(SKELETONS, (False, True))}
+    timers = {
+        name: step_timer(MatmulSkeleton(c, b, t, p, jit_compile=jit))
+        for name, jit in zip(SKELETONS, (False, True))
+    }
     timers[OURS] = step_timer(model_step(*ours(c, arrays)))
     timers[HUBS] = step_timer(model_step(*keras_hubs(c, arrays)))
     for timer in timers.values():  # compile and warm up all before timing any
@@ -148,11 +180,17 @@ def main(argv):
     # A round's peak is the better of the windows around it: a throttled window must not make
     # the round look better than the machine allowed.
     peaks = [max(before, after) for before, after in zip(windows, windows[1:])]
-    fractions = {name: [flops / step / 1e9 / peak for step, peak in zip(times, peaks)]
-                 for name, times in seconds.items()}
+    fractions = {
+        name: [flops / step / 1e9 / peak for step, peak in zip(times, peaks)]
+        for name, times in seconds.items()
+    }
     for round_index, round_peak in enumerate(peaks):
-        print(f"round {round_index}: peak {round_peak:6.1f} GFLOP/s  " + "  ".join(
-            f"{SHORT_NAMES[name]} {fractions[name][round_index]:.2f}" for name in timers))
+        print(
+            f"round {round_index}: peak {round_peak:6.1f} GFLOP/s  "
+            + "  ".join(
+                f"{SHORT_NAMES[name]} {fractions[name][round_index]:.2f}" for name in timers
+            )
+        )
     for (m, k, n), rate in shape_rates.items():
         print(f"fp32 matmul [{m}x{k}]x[{k}x{n}]: best {rate:.1f} GFLOP/s")
     peak = max(peaks)
@@ -160,23 +198,31 @@ def main(argv):
     for name, times in seconds.items():
         best = min(times)
         rate = flops / best / 1e9
-        print(f"{name:28s} {1 / best:6.3f} steps/s  {b / best:6.2f} seq/s  "
-              f"{rate:6.1f} GFLOP/s = {rate / peak:.2f} of matmul peak (best rounds); "
-              f"of its own round's peak: best {max(fractions[name]):.2f}, "
-              f"median {statistics.median(fractions[name]):.2f}")
+        print(
+            f"{name:28s} {1 / best:6.3f} steps/s  {b / best:6.2f} seq/s  "
+            f"{rate:6.1f} GFLOP/s = {rate / peak:.2f} of matmul peak (best rounds); "
+            f"of its own round's peak: best {max(fractions[name]):.2f}, "
+            f"median {statistics.median(fractions[name]):.2f}"
+        )
     # The better skeleton of each round is what these kernels allow in that round.
     ceilings = [max(pair) for pair in zip(*(fractions[name] for name in SKELETONS))]
     for name in (OURS, HUBS):
         of_ceiling = [f / ceiling for f, ceiling in zip(fractions[name], ceilings)]
-        print(f"{name:28s} of the same round's matmul-only step: best {max(of_ceiling):.2f}, "
-              f"median {statistics.median(of_ceiling):.2f}")
+        print(
+            f"{name:28s} of the same round's matmul-only step: best {max(of_ceiling):.2f}, "
+            f"median {statistics.median(of_ceiling):.2f}"
+        )
     ours_s, hubs_s = seconds[OURS], seconds[HUBS]
-    print(f"ours / keras-hub throughput: {min(hubs_s) / min(ours_s):.2f}x best rounds, "
-          f"{statistics.median(h / o for h, o in zip(hubs_s, ours_s)):.2f}x median of rounds "
-          f"(target >= 1.0)")
-    print(f"ours, median fraction of its round's peak: {statistics.median(fractions[OURS]):.2f} "
-          f"(target >= 0.85); the matmul-only step alone: "
-          f"{statistics.median(ceilings):.2f}")
+    print(
+        f"ours / keras-hub throughput: {min(hubs_s) / min(ours_s):.2f}x best rounds, "
+        f"{statistics.median(h / o for h, o in zip(hubs_s, ours_s)):.2f}x median of rounds "
+        f"(target >= 1.0)"
+    )
+    print(
+        f"ours, median fraction of its round's peak: {statistics.median(fractions[OURS]):.2f} "
+        f"(target >= 0.85); the matmul-only step alone: "
+        f"{statistics.median(ceilings):.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -39,40 +39,65 @@ from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints.keras_hub import to_keras_hub
 from albert_tf.export.data import examples_from_text
 from albert_tf.export.savedmodel import ServingHead
-from albert_tf.export.tflite import (CALIBRATED_VARIANTS, VARIANTS, batch1_runner, convert,
-                                     interleaved_latency, non_builtin_ops,
-                                     representative_dataset, save_fixed_shape_model,
-                                     source_mask_adder)
+from albert_tf.export.tflite import (
+    CALIBRATED_VARIANTS,
+    VARIANTS,
+    batch1_runner,
+    convert,
+    interleaved_latency,
+    non_builtin_ops,
+    representative_dataset,
+    save_fixed_shape_model,
+    source_mask_adder,
+)
 from albert_tf.text.tokenization import AlbertTokenizer
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("preset", "base", ["base", "large", "smoke"],
-                  "Model shape (smoke: 2 tiny layers, to check the script).")
+flags.DEFINE_enum(
+    "preset",
+    "base",
+    ["base", "large", "smoke"],
+    "Model shape (smoke: 2 tiny layers, to check the script).",
+)
 flags.DEFINE_integer("seq_length", 128, "Fixed sequence length of the TFLite models.")
 flags.DEFINE_integer("runs", 60, "Timed runs per model, variant and thread count (interleaved).")
 flags.DEFINE_integer("calibration_examples", 32, "Sentences the full-int8 variants calibrate on.")
-flags.DEFINE_string("corpus", str(REPO / "tests/fixtures/original_data/corpus_small.txt"),
-                    "Text for calibration (one sentence per line).")
-flags.DEFINE_string("spm_model_file", str(REPO / "tests/fixtures/albert_spm/30k-clean.model"),
-                    "SentencePiece model of the corpus.")
+flags.DEFINE_string(
+    "corpus",
+    str(REPO / "tests/fixtures/original_data/corpus_small.txt"),
+    "Text for calibration (one sentence per line).",
+)
+flags.DEFINE_string(
+    "spm_model_file",
+    str(REPO / "tests/fixtures/albert_spm/30k-clean.model"),
+    "SentencePiece model of the corpus.",
+)
 
 # Keras LiteRT export kwargs, the same settings `albert_tf.export.tflite.convert` uses.
 HUB_QUANTIZATION = {
     "tflite_fp32": {},
-    "tflite_fp16": {"optimizations": [tf.lite.Optimize.DEFAULT],
-                    "target_spec": {"supported_types": [tf.float16]}},
+    "tflite_fp16": {
+        "optimizations": [tf.lite.Optimize.DEFAULT],
+        "target_spec": {"supported_types": [tf.float16]},
+    },
     "tflite_int8_dynamic": {"optimizations": [tf.lite.Optimize.DEFAULT]},
     "tflite_int8_integer_only": {
         "optimizations": [tf.lite.Optimize.DEFAULT],
-        "target_spec": {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]}},
+        "target_spec": {"supported_ops": [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]},
+    },
 }
 
 
 def albert_config() -> AlbertConfig:
     if FLAGS.preset == "smoke":
-        return AlbertConfig.from_preset("base", hidden_size=64, num_hidden_layers=2,
-                                        num_attention_heads=2, intermediate_size=128)
+        return AlbertConfig.from_preset(
+            "base",
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+        )
     return AlbertConfig.from_preset(FLAGS.preset)
 
 
@@ -85,10 +110,12 @@ def export_ours(model, examples, directory) -> dict[str, str]:
 
     paths = {}
     for variant in VARIANTS:
-        tflite = convert(*sources[source_mask_adder(variant)], variant,
-                         representative_dataset(head, examples)
-                         if variant in CALIBRATED_VARIANTS else None,
-                         shared_weights=True)
+        tflite = convert(
+            *sources[source_mask_adder(variant)],
+            variant,
+            representative_dataset(head, examples) if variant in CALIBRATED_VARIANTS else None,
+            shared_weights=True,
+        )
         assert not non_builtin_ops(tflite), variant
         paths[variant] = os.path.join(directory, f"ours_{variant}.tflite")
         with open(paths[variant], "wb") as f:
@@ -97,42 +124,60 @@ def export_ours(model, examples, directory) -> dict[str, str]:
 
 
 def hub_inputs(examples, i):
-    return {"token_ids": examples["input_ids"][i:i + 1],
-            "segment_ids": examples["segment_ids"][i:i + 1],
-            "padding_mask": examples["input_mask"][i:i + 1]}
+    return {
+        "token_ids": examples["input_ids"][i : i + 1],
+        "segment_ids": examples["segment_ids"][i : i + 1],
+        "padding_mask": examples["input_mask"][i : i + 1],
+    }
 
 
 def hub_representative(examples, signature, input_names):
     """Calibration source of keras-hub's model: its inputs matched by name suffix."""
+
     def representative():
         for i in range(len(examples["input_ids"])):
             x = hub_inputs(examples, i)
-            yield signature, {name: x[next(k for k in x if name.endswith(k))]
-                              for name in input_names}
+            yield (
+                signature,
+                {name: x[next(k for k in x if name.endswith(k))] for name in input_names},
+            )
+
     return representative
 
 
 def export_hub(backbone, examples, directory) -> dict[str, str]:
-    signature = [{k: tf.TensorSpec([1, FLAGS.seq_length], tf.int32, name=k)
-                  for k in ("token_ids", "segment_ids", "padding_mask")}]
+    signature = [
+        {
+            k: tf.TensorSpec([1, FLAGS.seq_length], tf.int32, name=k)
+            for k in ("token_ids", "segment_ids", "padding_mask")
+        }
+    ]
     paths = {}
     for variant, kwargs in HUB_QUANTIZATION.items():
         kwargs = dict(kwargs)
         if variant in CALIBRATED_VARIANTS:
-            (key, inputs), = Interpreter(model_path=paths["tflite_fp32"]).get_signature_list().items()
+            ((key, inputs),) = (
+                Interpreter(model_path=paths["tflite_fp32"]).get_signature_list().items()
+            )
             kwargs["representative_dataset"] = hub_representative(examples, key, inputs["inputs"])
         paths[variant] = os.path.join(directory, f"keras_hub_{variant}.tflite")
-        backbone.export(paths[variant], format="litert", input_signature=signature, verbose=False,
-                        **kwargs)
+        backbone.export(
+            paths[variant], format="litert", input_signature=signature, verbose=False, **kwargs
+        )
     saved_model = os.path.join(directory, "keras_hub_saved_model")
-    backbone.export(saved_model, format="tf_saved_model", input_signature=signature,
-                    verbose=False)
+    backbone.export(saved_model, format="tf_saved_model", input_signature=signature, verbose=False)
     loaded = tf.saved_model.load(saved_model).signatures["serving_default"]
     inputs = [spec.name for spec in loaded.structured_input_signature[1].values()]
     paths["tflite_int8"] = os.path.join(directory, "keras_hub_tflite_int8.tflite")
     with open(paths["tflite_int8"], "wb") as f:
-        f.write(convert(saved_model, ["serving_default"], "tflite_int8",
-                        hub_representative(examples, "serving_default", inputs)))
+        f.write(
+            convert(
+                saved_model,
+                ["serving_default"],
+                "tflite_int8",
+                hub_representative(examples, "serving_default", inputs),
+            )
+        )
     return paths
 
 
@@ -140,9 +185,13 @@ def export_dense_stack(config, directory) -> dict[str, str]:
     """The reference: the encoder's dense layers alone, as each variant, fixed [1, T, H] input."""
     rng = np.random.default_rng(0)
     h, i, t = config.hidden_size, config.intermediate_size, FLAGS.seq_length
-    kernels = [(tf.constant(rng.normal(0, 0.02, (h, i)), tf.float32),
-                tf.constant(rng.normal(0, 0.02, (i, h)), tf.float32))
-               for _ in range(config.num_hidden_layers)]
+    kernels = [
+        (
+            tf.constant(rng.normal(0, 0.02, (h, i)), tf.float32),
+            tf.constant(rng.normal(0, 0.02, (i, h)), tf.float32),
+        )
+        for _ in range(config.num_hidden_layers)
+    ]
 
     class DenseStack(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([1, t, h], tf.float32, name="x")])
@@ -163,8 +212,14 @@ def export_dense_stack(config, directory) -> dict[str, str]:
     for variant in VARIANTS:
         paths[variant] = os.path.join(directory, f"dense_stack_{variant}.tflite")
         with open(paths[variant], "wb") as f:
-            f.write(convert(source, ["serving_default"], variant,
-                            representative if variant in CALIBRATED_VARIANTS else None))
+            f.write(
+                convert(
+                    source,
+                    ["serving_default"],
+                    variant,
+                    representative if variant in CALIBRATED_VARIANTS else None,
+                )
+            )
     return paths
 
 
@@ -174,51 +229,82 @@ def main(argv):
     keras.utils.set_random_seed(0)
     model = AlbertPretrainer(config)
     backbone = to_keras_hub(model.backbone)
-    examples, _ = examples_from_text(FLAGS.corpus, AlbertTokenizer(FLAGS.spm_model_file),
-                                     FLAGS.seq_length, 20, FLAGS.calibration_examples, seed=0)
+    examples, _ = examples_from_text(
+        FLAGS.corpus,
+        AlbertTokenizer(FLAGS.spm_model_file),
+        FLAGS.seq_length,
+        20,
+        FLAGS.calibration_examples,
+        seed=0,
+    )
     with tempfile.TemporaryDirectory() as directory:
         ours = export_ours(model, examples, directory)
         hub = export_hub(backbone, examples, directory)
         dense = export_dense_stack(config, directory)
-        dense_in = {"x": np.random.default_rng(1).normal(0, 1, (1, FLAGS.seq_length,
-                                                              config.hidden_size)).astype(np.float32)}
-        sizes = {(who, v): os.path.getsize(p[v]) for who, p in (("ours", ours), ("hub", hub))
-                 for v in VARIANTS}
+        dense_in = {
+            "x": np.random.default_rng(1)
+            .normal(0, 1, (1, FLAGS.seq_length, config.hidden_size))
+            .astype(np.float32)
+        }
+        sizes = {
+            (who, v): os.path.getsize(p[v])
+            for who, p in (("ours", ours), ("hub", hub))
+            for v in VARIANTS
+        }
         ours_in = {k: examples[k][:1] for k in ("input_ids", "input_mask", "segment_ids")}
         latency = {}
         for variant in VARIANTS:
             runners = {
                 (who, variant, threads): (batch1_runner(path, threads), inputs)
                 for threads in (1, 2)
-                for who, path, inputs in (("ours", ours[variant], ours_in),
-                                          ("hub", hub[variant], hub_inputs(examples, 0)),
-                                          ("dense", dense[variant], dense_in))}
+                for who, path, inputs in (
+                    ("ours", ours[variant], ours_in),
+                    ("hub", hub[variant], hub_inputs(examples, 0)),
+                    ("dense", dense[variant], dense_in),
+                )
+            }
             latency.update(interleaved_latency(runners, FLAGS.runs))
-    print(f"\nALBERT-{FLAGS.preset}, seq {FLAGS.seq_length}, batch 1, LiteRT + XNNPACK, "
-          f"{FLAGS.runs} interleaved runs\n")
-    print(f"{'variant':26s}{'size MB ours/hub':>20s}{'thr':>5s}{'ours p50/p90 ms':>20s}"
-          f"{'hub p50/p90 ms':>20s}{'ours/hub p50':>14s}")
+    print(
+        f"\nALBERT-{FLAGS.preset}, seq {FLAGS.seq_length}, batch 1, LiteRT + XNNPACK, "
+        f"{FLAGS.runs} interleaved runs\n"
+    )
+    print(
+        f"{'variant':26s}{'size MB ours/hub':>20s}{'thr':>5s}{'ours p50/p90 ms':>20s}"
+        f"{'hub p50/p90 ms':>20s}{'ours/hub p50':>14s}"
+    )
     for variant in VARIANTS:
         for threads in (1, 2):
             o, h = latency["ours", variant, threads], latency["hub", variant, threads]
             size = f"{sizes['ours', variant] / 1e6:.1f}/{sizes['hub', variant] / 1e6:.1f}"
-            print(f"{variant:26s}{size:>20s}{threads:>5d}"
-                  f"{o['p50_ms']:>11.1f}/{o['p90_ms']:<8.1f}"
-                  f"{h['p50_ms']:>11.1f}/{h['p90_ms']:<8.1f}{o['p50_ms'] / h['p50_ms']:>14.2f}")
+            print(
+                f"{variant:26s}{size:>20s}{threads:>5d}"
+                f"{o['p50_ms']:>11.1f}/{o['p90_ms']:<8.1f}"
+                f"{h['p50_ms']:>11.1f}/{h['p90_ms']:<8.1f}{o['p50_ms'] / h['p50_ms']:>14.2f}"
+            )
     print()
     for variant in ("tflite_int8_dynamic", *CALIBRATED_VARIANTS):
         for who in ("ours", "hub"):
             size_ratio = sizes[who, variant] / sizes[who, "tflite_fp32"]
-            latency_ratio = (latency[who, variant, 1]["p50_ms"]
-                             / latency[who, "tflite_fp32", 1]["p50_ms"])
-            print(f"{who:5s} {variant}/fp32: size {size_ratio:.3f}, "
-                  f"latency (1 thread) {latency_ratio:.3f}")
-    print("\n2-thread speed-up (p50 1 thread / p50 2 threads); dense = the dense-layers-only reference")
+            latency_ratio = (
+                latency[who, variant, 1]["p50_ms"] / latency[who, "tflite_fp32", 1]["p50_ms"]
+            )
+            print(
+                f"{who:5s} {variant}/fp32: size {size_ratio:.3f}, "
+                f"latency (1 thread) {latency_ratio:.3f}"
+            )
+    print(
+        "\n2-thread speed-up (p50 1 thread / p50 2 threads); dense = the dense-layers-only reference"
+    )
     for variant in VARIANTS:
-        speedups = {who: latency[who, variant, 1]["p50_ms"] / latency[who, variant, 2]["p50_ms"]
-                    for who in ("ours", "hub", "dense")}
-        print(f"{variant:26s}" + "  ".join(f"{who} {x:.2f}x" for who, x in speedups.items())
-              + f"   (dense 1 thread: {latency['dense', variant, 1]['p50_ms']:.1f} ms)")
+        speedups = {
+            who: latency[who, variant, 1]["p50_ms"] / latency[who, variant, 2]["p50_ms"]
+            for who in ("ours", "hub", "dense")
+        }
+        print(
+            f"{variant:26s}"
+            + "  ".join(f"{who} {x:.2f}x" for who, x in speedups.items())
+            + f"   (dense 1 thread: {latency['dense', variant, 1]['p50_ms']:.1f} ms)"
+        )
 
 
 if __name__ == "__main__":

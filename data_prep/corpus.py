@@ -46,7 +46,9 @@ class CorpusConfig:
 
     def __post_init__(self):
         if self.input_format not in INPUT_FORMATS:
-            raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {self.input_format!r}")
+            raise ValueError(
+                f"input_format must be one of {INPUT_FORMATS}, got {self.input_format!r}"
+            )
         if self.max_line_bytes < 1 or self.max_document_chars < 1:
             raise ValueError("max_line_bytes and max_document_chars must be positive")
 
@@ -70,8 +72,9 @@ class SkipLog:
 
     def skip(self, path: str, reason: str, line: int | None = None, detail: str = "") -> None:
         """Records one skipped line (or a whole file when `line` is None) and logs it."""
-        entry = self._entries.setdefault((path, reason), {"file": path, "reason": reason, "count": 0,
-                                                          "first_lines": []})
+        entry = self._entries.setdefault(
+            (path, reason), {"file": path, "reason": reason, "count": 0, "first_lines": []}
+        )
         entry["count"] += 1
         if line is not None and len(entry["first_lines"]) < 10:
             entry["first_lines"].append(line)
@@ -152,7 +155,7 @@ def read_lines(path: str, max_line_bytes: int, skips: SkipLog) -> Iterator[tuple
                     return
                 number += 1
                 if number == 1 and raw.startswith(_BOM):
-                    raw = raw[len(_BOM):]
+                    raw = raw[len(_BOM) :]
                 if not raw.endswith(b"\n") and len(raw) == max_line_bytes + 2:
                     while raw and not raw.endswith(b"\n"):  # drain the rest in bounded reads
                         raw = f.readline(1 << 20)
@@ -160,7 +163,9 @@ def read_lines(path: str, max_line_bytes: int, skips: SkipLog) -> Iterator[tuple
                     continue
                 raw = raw.rstrip(b"\r\n")
                 if len(raw) > max_line_bytes:
-                    skips.skip(path, "line_too_long", number, f"{len(raw)} bytes > {max_line_bytes}")
+                    skips.skip(
+                        path, "line_too_long", number, f"{len(raw)} bytes > {max_line_bytes}"
+                    )
                     continue
                 nul = raw.find(b"\x00")
                 if nul >= 0:
@@ -184,6 +189,7 @@ def _is_blank(line: str) -> bool:
     if line.isascii():
         return False
     from albert_tf.text.tokenization import preprocess_text  # only for the rare non-ASCII check
+
     return not preprocess_text(line, lower=False)
 
 
@@ -208,7 +214,9 @@ class _DocumentBuilder:
     def take(self) -> Document | None:
         if not self.sentences:
             return None
-        doc = Document(self.next_index, f"{self.path}:{self.start_line}", self.sentences, self.chars)
+        doc = Document(
+            self.next_index, f"{self.path}:{self.start_line}", self.sentences, self.chars
+        )
         self.next_index += 1
         self.sentences, self.chars = [], 0
         return doc
@@ -226,7 +234,9 @@ def _sentence_lines(lines: Iterator[tuple[int, str]]) -> Iterator[tuple[int, lis
         yield number, ([] if _is_blank(line) else [line])
 
 
-def _paragraph_sentences(lines: Iterator[tuple[int, str]], config: CorpusConfig) -> Iterator[tuple[int, list[str]]]:
+def _paragraph_sentences(
+    lines: Iterator[tuple[int, str]], config: CorpusConfig
+) -> Iterator[tuple[int, list[str]]]:
     """(first line, sentences) per paragraph of wrapped lines. Paragraphs never end a document; one
     without blank lines is cut once it reaches `max_document_chars`."""
     paragraph: list[str] = []
@@ -245,21 +255,30 @@ def _paragraph_sentences(lines: Iterator[tuple[int, str]], config: CorpusConfig)
         yield first_line, _split_sentences(" ".join(paragraph), config.language)
 
 
-def read_documents(paths: Sequence[str], config: CorpusConfig, skips: SkipLog) -> Iterator[Document]:
+def read_documents(
+    paths: Sequence[str], config: CorpusConfig, skips: SkipLog
+) -> Iterator[Document]:
     """Streams the documents of all files in order, with global indices 0, 1, 2, ..."""
     index = 0
     for file_number, path in enumerate(paths):
         logging.info("reading %s (%d/%d)", path, file_number + 1, len(paths))
         builder = _DocumentBuilder(path, index, config.max_document_chars)
         lines = read_lines(path, config.max_line_bytes, skips)
-        units = (_sentence_lines(lines) if config.input_format == "sentences"
-                 else _paragraph_sentences(lines, config))
+        units = (
+            _sentence_lines(lines)
+            if config.input_format == "sentences"
+            else _paragraph_sentences(lines, config)
+        )
         produced = 0
         for number, sentences in units:
             if sentences:
                 builder.add(sentences, number)
             # A blank line ends a document in the sentence format; a full document ends anywhere.
-            doc = builder.take() if (not sentences and config.input_format == "sentences") or builder.full() else None
+            doc = (
+                builder.take()
+                if (not sentences and config.input_format == "sentences") or builder.full()
+                else None
+            )
             if doc is not None:
                 produced += 1
                 yield doc

@@ -25,8 +25,12 @@ def is_start_piece(piece: str) -> bool:
     True for pieces starting with "▁" or "<", single punctuation pieces, and any piece holding a character
     that (lowercased) is neither a-z nor that punctuation (digits, apostrophes, accents, non-Latin).
     """
-    return (piece.startswith("\u2581") or piece.startswith("<") or piece in _START_PUNCTUATION
-            or not all(c.lower() in _WORD_CHARS for c in piece))
+    return (
+        piece.startswith("\u2581")
+        or piece.startswith("<")
+        or piece in _START_PUNCTUATION
+        or not all(c.lower() in _WORD_CHARS for c in piece)
+    )
 
 
 def start_piece_table(pieces: Sequence[str]) -> list[bool]:
@@ -38,7 +42,7 @@ def start_piece_table(pieces: Sequence[str]) -> list[bool]:
 class PairConfig:
     """How documents become sentence pairs (original flag names).
 
-    `single_sentence_random_doc=True` reproduces the original's leak (its issue #234): in SOP mode a chunk
+    `single_sentence_random_doc=True` reproduces the original's leak: in SOP mode a chunk
     of one sentence gets B from a random other document and label 1. False instead cuts the sentence at a
     random word start into an ordinary SOP pair (swapped with probability 0.5); a one-token sentence then
     gives no instance.
@@ -103,8 +107,9 @@ class MaskedInstance:
     permuted: int = 0
 
 
-def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: int,
-                      rng: random.Random) -> tuple[list[int], list[int]]:
+def truncate_seq_pair(
+    tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random
+) -> tuple[list[int], list[int]]:
     """The original truncation, in distribution: while too long, drop the first or (p=0.5) the last token
     of the longer segment (B on ties). Returns truncated copies.
 
@@ -123,11 +128,15 @@ def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: 
     cut_a += rest // 2
     front_a = rng.getrandbits(cut_a).bit_count() if cut_a else 0
     front_b = rng.getrandbits(cut_b).bit_count() if cut_b else 0
-    return (tokens_a[front_a:len_a - (cut_a - front_a)], tokens_b[front_b:len_b - (cut_b - front_b)])
+    return (
+        tokens_a[front_a : len_a - (cut_a - front_a)],
+        tokens_b[front_b : len_b - (cut_b - front_b)],
+    )
 
 
-def _split_single_sentence(sentence: list[int], word_start: Sequence[bool] | None,
-                           rng: random.Random) -> tuple[list[int], list[int]] | None:
+def _split_single_sentence(
+    sentence: list[int], word_start: Sequence[bool] | None, rng: random.Random
+) -> tuple[list[int], list[int]] | None:
     """Cuts one sentence at a random word start (any token if it has no inner word start)."""
     if len(sentence) < 2:
         return None
@@ -138,9 +147,13 @@ def _split_single_sentence(sentence: list[int], word_start: Sequence[bool] | Non
     return sentence[:cut], sentence[cut:]
 
 
-def create_pairs_from_document(documents: Sequence[Sequence[list[int]]], document_index: int,
-                               config: PairConfig, rng: random.Random,
-                               word_start: Sequence[bool] | None = None) -> tuple[list[SentencePair], int]:
+def create_pairs_from_document(
+    documents: Sequence[Sequence[list[int]]],
+    document_index: int,
+    config: PairConfig,
+    rng: random.Random,
+    word_start: Sequence[bool] | None = None,
+) -> tuple[list[SentencePair], int]:
     """The original `create_instances_from_document` up to truncation.
 
     Returns the pairs and the number of one-token single-sentence chunks dropped (only when
@@ -173,7 +186,11 @@ def create_pairs_from_document(documents: Sequence[Sequence[list[int]]], documen
             a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
             tokens_a = [t for s in chunk[:a_end] for t in s]
             random_document = False
-            if len(chunk) == 1 and not config.random_next_sentence and not config.single_sentence_random_doc:
+            if (
+                len(chunk) == 1
+                and not config.random_next_sentence
+                and not config.single_sentence_random_doc
+            ):
                 halves = _split_single_sentence(chunk[0], word_start, rng)
                 if halves is None:
                     dropped += 1
@@ -219,8 +236,15 @@ class Masker:
       cls_id, sep_id, mask_id: special ids.
     """
 
-    def __init__(self, config: MaskingConfig, word_start: Sequence[bool], vocab_size: int,
-                 cls_id: int, sep_id: int, mask_id: int):
+    def __init__(
+        self,
+        config: MaskingConfig,
+        word_start: Sequence[bool],
+        vocab_size: int,
+        cls_id: int,
+        sep_id: int,
+        mask_id: int,
+    ):
         self.config = config
         self.vocab_size = vocab_size
         self.cls_id, self.sep_id, self.mask_id = cls_id, sep_id, mask_id
@@ -242,13 +266,23 @@ class Masker:
         last = len(tokens) - 1
         if not self.config.do_whole_word_mask:
             return [i for i in range(1, last) if i != first_sep]
-        starts = list(itertools.compress(range(len(tokens)), map(self._opens_word.__getitem__, tokens)))
+        starts = list(
+            itertools.compress(range(len(tokens)), map(self._opens_word.__getitem__, tokens))
+        )
         if first_sep > 1 and (not starts or starts[0] != 1):
             starts.insert(0, 1)
         return starts
 
-    def _select(self, starts: list[int], end_of_words: int, first_sep: int, budget: int, blocked: set[int],
-                taken: list[tuple[list[int], int]], rng: random.Random) -> int:
+    def _select(
+        self,
+        starts: list[int],
+        end_of_words: int,
+        first_sep: int,
+        budget: int,
+        blocked: set[int],
+        taken: list[tuple[list[int], int]],
+        rng: random.Random,
+    ) -> int:
         """Visits word indices in random order (an incremental Fisher-Yates shuffle, the same
         distribution as the original's full shuffle) and appends non-overlapping n-grams to `taken`, as
         (positions, number of words), until `budget` positions are chosen. Returns the number chosen."""
@@ -285,7 +319,9 @@ class Masker:
             chosen += len(positions)
         return chosen
 
-    def mask(self, tokens: list[int], num_segment_a: int, sop_label: int, rng: random.Random) -> MaskedInstance:
+    def mask(
+        self, tokens: list[int], num_segment_a: int, sop_label: int, rng: random.Random
+    ) -> MaskedInstance:
         """Masks a packed `[CLS] A [SEP] B [SEP]` (ids; A and B hold no [CLS]/[SEP], which SentencePiece
         never produces from text) and returns the instance. `num_segment_a` is `len(A) + 2`."""
         config = self.config
@@ -295,7 +331,9 @@ class Masker:
             return MaskedInstance(output, num_segment_a, boundary, [], [], sop_label, [], (0, 0, 0))
         first_sep = num_segment_a - 1
         starts = self._word_starts(tokens, first_sep)
-        budget = min(config.max_predictions_per_seq, max(1, int(round(len(tokens) * config.masked_lm_prob))))
+        budget = min(
+            config.max_predictions_per_seq, max(1, int(round(len(tokens) * config.masked_lm_prob)))
+        )
         covered: set[int] = set()
         spans: list[tuple[list[int], int]] = []
         self._select(starts, len(tokens) - 1, first_sep, budget, covered, spans, rng)
@@ -327,9 +365,20 @@ class Masker:
                 output[src] = before[tgt]
             permuted = len(sources)
             positions = sorted(positions + sources)
-            labels = [tokens[p] for p in positions]  # permuted positions were not masked: their labels too
-        return MaskedInstance(output, num_segment_a, boundary, positions, labels, sop_label,
-                              [num_words for _, num_words in spans], (n_mask, n_keep, n_random), permuted)
+            labels = [
+                tokens[p] for p in positions
+            ]  # permuted positions were not masked: their labels too
+        return MaskedInstance(
+            output,
+            num_segment_a,
+            boundary,
+            positions,
+            labels,
+            sop_label,
+            [num_words for _, num_words in spans],
+            (n_mask, n_keep, n_random),
+            permuted,
+        )
 
 
 def build_instance(pair: SentencePair, masker: Masker, rng: random.Random) -> MaskedInstance:

@@ -56,7 +56,9 @@ class DataPrepConfig:
 
     def __post_init__(self):
         if self.pair.max_seq_length < 5:
-            raise ValueError(f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.pair.max_seq_length}")
+            raise ValueError(
+                f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), got {self.pair.max_seq_length}"
+            )
         if self.dupe_factor < 1 or self.num_workers < 1 or self.batch_chars < 1:
             raise ValueError("dupe_factor, num_workers and batch_chars must be >= 1")
         if self.masking.max_predictions_per_seq < 1 or self.masking.ngram < 1:
@@ -89,11 +91,15 @@ class BatchProcessor:
         tok.preprocess("\u00e9")  # builds the lazy accent table once, before workers fork
         pieces = [tok.sp_model.id_to_piece(i) for i in range(tok.vocab_size)]
         self.word_start = instances.start_piece_table(pieces)
-        self.masker = instances.Masker(config.masking, self.word_start, tok.vocab_size,
-                                       tok.cls_id, tok.sep_id, tok.mask_id)
-        num_predictions = config.masking.max_predictions_per_seq * (1 + config.masking.do_permutation)
-        self.encoder = records.PretrainingExampleEncoder(config.pair.max_seq_length, num_predictions,
-                                                         tok.vocab_size)
+        self.masker = instances.Masker(
+            config.masking, self.word_start, tok.vocab_size, tok.cls_id, tok.sep_id, tok.mask_id
+        )
+        num_predictions = config.masking.max_predictions_per_seq * (
+            1 + config.masking.do_permutation
+        )
+        self.encoder = records.PretrainingExampleEncoder(
+            config.pair.max_seq_length, num_predictions, tok.vocab_size
+        )
 
     def tokenize(self, documents: list[tuple[int, list[str]]]) -> list[tuple[int, list[list[int]]]]:
         """(index, non-empty token-id sentences) of the documents that keep at least one sentence."""
@@ -101,13 +107,15 @@ class BatchProcessor:
         encoded = self.tokenizer.encode_batch(flat, num_threads=self.encode_threads)
         out, k = [], 0
         for index, sentences in documents:
-            ids = [e for e in encoded[k:k + len(sentences)] if e]
+            ids = [e for e in encoded[k : k + len(sentences)] if e]
             k += len(sentences)
             if ids:
                 out.append((index, ids))
         return out
 
-    def instance_records(self, documents: list[tuple[int, list[str]]], stats: Stats) -> Iterator[bytes]:
+    def instance_records(
+        self, documents: list[tuple[int, list[str]]], stats: Stats
+    ) -> Iterator[bytes]:
         """Framed records of a batch, pass by pass (memory does not grow with dupe_factor); counts into
         `stats` as it goes."""
         config = self.config
@@ -121,14 +129,23 @@ class BatchProcessor:
         for dupe_pass in range(config.dupe_factor):
             for position, (doc_index, _) in enumerate(tokenized):
                 rng = random.Random(derive_seed(config.random_seed, doc_index, dupe_pass))
-                pairs, dropped = instances.create_pairs_from_document(pool, position, config.pair, rng,
-                                                                      self.word_start)
+                pairs, dropped = instances.create_pairs_from_document(
+                    pool, position, config.pair, rng, self.word_start
+                )
                 stats.dropped_one_token_chunks += dropped
                 for pair in pairs:
                     inst = instances.build_instance(pair, masker, rng)
                     stats.add_instance(inst, pair.random_document)
-                    yield frame(encode(inst.input_ids, inst.num_segment_a, inst.token_boundary,
-                                       inst.masked_positions, inst.masked_label_ids, inst.sop_label))
+                    yield frame(
+                        encode(
+                            inst.input_ids,
+                            inst.num_segment_a,
+                            inst.token_boundary,
+                            inst.masked_positions,
+                            inst.masked_label_ids,
+                            inst.sop_label,
+                        )
+                    )
 
 
 _WORKER: BatchProcessor | None = None
@@ -168,8 +185,9 @@ def run(config: DataPrepConfig) -> dict:
     threads = max(1, (os.cpu_count() or 1) // config.num_workers)
     # Built before forking so workers inherit the loaded model instead of each loading it.
     _WORKER = BatchProcessor(config, encode_threads=threads)
-    buffer = writer.ShuffleBuffer(config.shuffle_buffer_size,
-                                  random.Random(derive_seed(config.random_seed, "shuffle")))
+    buffer = writer.ShuffleBuffer(
+        config.shuffle_buffer_size, random.Random(derive_seed(config.random_seed, "shuffle"))
+    )
     progress = _Progress()
     try:
         with writer.ShardedWriter(outputs) as out:
@@ -194,12 +212,19 @@ def run(config: DataPrepConfig) -> dict:
         _WORKER = None  # the forked workers have their copy; release the model here
     summary = _summary(config, paths, outputs, out.counts, stats, skips, time.monotonic() - started)
     writer.write_json_atomically(summary_path, summary)
-    logging.info("wrote %d instances to %d file(s) in %.1fs; summary %s", stats.instances, len(outputs),
-                 summary["elapsed_seconds"], summary_path)
+    logging.info(
+        "wrote %d instances to %d file(s) in %.1fs; summary %s",
+        stats.instances,
+        len(outputs),
+        summary["elapsed_seconds"],
+        summary_path,
+    )
     return summary
 
 
-def _run_in_workers(config: DataPrepConfig, batches, spill_prefix: str, stats: Stats, consume) -> None:
+def _run_in_workers(
+    config: DataPrepConfig, batches, spill_prefix: str, stats: Stats, consume
+) -> None:
     """Batches go to worker processes, at most 2 per worker in flight; results are consumed in batch
     order, so the output does not depend on which worker ran what."""
     pending: collections.deque = collections.deque()
@@ -240,18 +265,34 @@ class _Progress:
         now = time.monotonic()
         if now - self.last >= self.every:
             self.last = now
-            logging.info("%d documents, %d instances, %.0f instances/s", stats.documents, stats.instances,
-                         stats.instances / max(now - self.start, 1e-9))
+            logging.info(
+                "%d documents, %d instances, %.0f instances/s",
+                stats.documents,
+                stats.instances,
+                stats.instances / max(now - self.start, 1e-9),
+            )
 
 
-def _summary(config: DataPrepConfig, paths: list[str], outputs: list[str], counts: list[int], stats: Stats,
-             skips: corpus.SkipLog, elapsed: float) -> dict:
+def _summary(
+    config: DataPrepConfig,
+    paths: list[str],
+    outputs: list[str],
+    counts: list[int],
+    stats: Stats,
+    skips: corpus.SkipLog,
+    elapsed: float,
+) -> dict:
     settings = {
-        "spm_model_file": config.spm_model_file, "do_lower_case": config.do_lower_case,
-        "random_seed": config.random_seed, "dupe_factor": config.dupe_factor,
-        **dataclasses.asdict(config.pair), **dataclasses.asdict(config.masking),
-        **dataclasses.asdict(config.corpus), "num_workers": config.num_workers,
-        "shuffle_buffer_size": config.shuffle_buffer_size, "batch_chars": config.batch_chars,
+        "spm_model_file": config.spm_model_file,
+        "do_lower_case": config.do_lower_case,
+        "random_seed": config.random_seed,
+        "dupe_factor": config.dupe_factor,
+        **dataclasses.asdict(config.pair),
+        **dataclasses.asdict(config.masking),
+        **dataclasses.asdict(config.corpus),
+        "num_workers": config.num_workers,
+        "shuffle_buffer_size": config.shuffle_buffer_size,
+        "batch_chars": config.batch_chars,
     }
     return {
         "inputs": paths,
@@ -259,6 +300,8 @@ def _summary(config: DataPrepConfig, paths: list[str], outputs: list[str], count
         "settings": settings,
         **stats.summary(),
         "skipped": skips.entries(),
-        "skipped_lines": sum(e["count"] for e in skips.entries() if e["reason"] not in ("empty_file", "no_text")),
+        "skipped_lines": sum(
+            e["count"] for e in skips.entries() if e["reason"] not in ("empty_file", "no_text")
+        ),
         "elapsed_seconds": round(elapsed, 3),
     }

@@ -72,8 +72,11 @@ class Stats:
             "predictions_per_instance": _ratio(self.predictions, self.instances),
             "ngram_span_histogram": {str(n): c for n, c in sorted(self.span_lengths.items())},
             "ngram_span_shares": _shares(self.span_lengths),
-            "replacement_shares": {"mask": _ratio(self.masked, replaced), "kept": _ratio(self.kept, replaced),
-                                   "random": _ratio(self.randomized, replaced)},
+            "replacement_shares": {
+                "mask": _ratio(self.masked, replaced),
+                "kept": _ratio(self.kept, replaced),
+                "random": _ratio(self.randomized, replaced),
+            },
             "permuted_predictions": self.permuted,
             "dropped_one_token_chunks": self.dropped_one_token_chunks,
         }
@@ -108,7 +111,9 @@ def masked_word_runs(features: Mapping[str, Sequence]) -> list[int]:
             words.append([position])
         else:
             words[-1].append(position)
-    masked = {p for p, w in zip(features["masked_lm_positions"], features["masked_lm_weights"]) if w > 0}
+    masked = {
+        p for p, w in zip(features["masked_lm_positions"], features["masked_lm_weights"]) if w > 0
+    }
     runs, current = [], 0
     for word in words:
         if any(p in masked for p in word):
@@ -132,13 +137,22 @@ def record_statistics(records: Iterable[Mapping[str, Sequence]], mask_id: int = 
         label_1 += features["next_sentence_labels"][0]
         real += sum(features["input_mask"])
         ids = features["input_ids"]
-        for position, label, weight in zip(features["masked_lm_positions"], features["masked_lm_ids"],
-                                           features["masked_lm_weights"]):
+        for position, label, weight in zip(
+            features["masked_lm_positions"],
+            features["masked_lm_ids"],
+            features["masked_lm_weights"],
+        ):
             if weight <= 0:
                 continue
             predictions += 1
             # A random replacement that hits [MASK] or the label itself (p ~ 1/30000) counts as those.
-            kinds["mask" if ids[position] == mask_id else "kept" if ids[position] == label else "random"] += 1
+            kinds[
+                "mask"
+                if ids[position] == mask_id
+                else "kept"
+                if ids[position] == label
+                else "random"
+            ] += 1
         runs.update(min(r, 4) for r in masked_word_runs(features))
     total_kinds = sum(kinds.values())
     total_runs = sum(runs.values())
@@ -147,6 +161,10 @@ def record_statistics(records: Iterable[Mapping[str, Sequence]], mask_id: int = 
         "sop_label_1_share": _ratio(label_1, instances),
         "mean_real_length": _ratio(real, instances),
         "predictions_per_instance": _ratio(predictions, instances),
-        "replacement_shares": {k: _ratio(kinds[k], total_kinds) for k in ("mask", "kept", "random")},
-        "run_shares": {("4+" if n == 4 else str(n)): _ratio(runs[n], total_runs) for n in (1, 2, 3, 4)},
+        "replacement_shares": {
+            k: _ratio(kinds[k], total_kinds) for k in ("mask", "kept", "random")
+        },
+        "run_shares": {
+            ("4+" if n == 4 else str(n)): _ratio(runs[n], total_runs) for n in (1, 2, 3, 4)
+        },
     }

@@ -49,8 +49,9 @@ class VocabResult:
     lines_skipped: dict[str, int] = dataclasses.field(default_factory=dict)  # reason -> lines
 
 
-def _training_lines(files: Sequence[str], do_lower_case: bool, skips: corpus.SkipLog,
-                    result: VocabResult) -> Iterator[str]:
+def _training_lines(
+    files: Sequence[str], do_lower_case: bool, skips: corpus.SkipLog, result: VocabResult
+) -> Iterator[str]:
     """Preprocessed non-empty lines of all files; bad lines are skipped and counted in `skips`."""
     for path in files:
         for _, line in corpus.read_lines(path, corpus.CorpusConfig().max_line_bytes, skips):
@@ -62,8 +63,12 @@ def _training_lines(files: Sequence[str], do_lower_case: bool, skips: corpus.Ski
                 yield text
 
 
-def train_vocab(input_patterns: str | Sequence[str], output_dir: str, model_prefix: str = "30k-clean",
-                config: VocabConfig = VocabConfig()) -> VocabResult:
+def train_vocab(
+    input_patterns: str | Sequence[str],
+    output_dir: str,
+    model_prefix: str = "30k-clean",
+    config: VocabConfig = VocabConfig(),
+) -> VocabResult:
     """Trains a unigram SentencePiece model with ALBERT's settings; writes `<prefix>.model` and `.vocab`.
 
     Both files appear under their final names only when training succeeded (written in a temporary
@@ -78,35 +83,60 @@ def train_vocab(input_patterns: str | Sequence[str], output_dir: str, model_pref
         tmp_dir = tempfile.mkdtemp(prefix=f".{model_prefix}.tmp-", dir=output_dir)
     except OSError as e:
         raise PermissionError(f"output directory {output_dir!r} is not writable: {e}") from e
-    result = VocabResult(os.path.join(output_dir, f"{model_prefix}.model"),
-                         os.path.join(output_dir, f"{model_prefix}.vocab"))
+    result = VocabResult(
+        os.path.join(output_dir, f"{model_prefix}.model"),
+        os.path.join(output_dir, f"{model_prefix}.vocab"),
+    )
     try:
         lines = _training_lines(files, config.do_lower_case, skips, result)
         first = next(lines, None)
         if first is None:
-            raise ValueError(f"no text to train on: {', '.join(files)} hold no non-empty lines "
-                             f"(skipped: {skips.counts() or 'none'})")
-        logging.info("vocab: training a %d-piece unigram model on %s", config.vocab_size, ", ".join(files))
+            raise ValueError(
+                f"no text to train on: {', '.join(files)} hold no non-empty lines "
+                f"(skipped: {skips.counts() or 'none'})"
+            )
+        logging.info(
+            "vocab: training a %d-piece unigram model on %s", config.vocab_size, ", ".join(files)
+        )
         spm.set_random_generator_seed(config.seed)
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=_chain(first, lines), model_prefix=os.path.join(tmp_dir, model_prefix),
-                model_type="unigram", vocab_size=config.vocab_size, pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-                control_symbols=list(CONTROL_SYMBOLS), user_defined_symbols=list(USER_DEFINED_SYMBOLS),
-                character_coverage=config.character_coverage, shuffle_input_sentence=True,
-                input_sentence_size=config.input_sentence_size, num_threads=config.num_threads,
-                minloglevel=1)
+                sentence_iterator=_chain(first, lines),
+                model_prefix=os.path.join(tmp_dir, model_prefix),
+                model_type="unigram",
+                vocab_size=config.vocab_size,
+                pad_id=0,
+                unk_id=1,
+                bos_id=-1,
+                eos_id=-1,
+                control_symbols=list(CONTROL_SYMBOLS),
+                user_defined_symbols=list(USER_DEFINED_SYMBOLS),
+                character_coverage=config.character_coverage,
+                shuffle_input_sentence=True,
+                input_sentence_size=config.input_sentence_size,
+                num_threads=config.num_threads,
+                minloglevel=1,
+            )
         except RuntimeError as e:
-            raise ValueError(f"SentencePiece training on {', '.join(files)} failed "
-                             f"(vocab_size={config.vocab_size}, {result.lines_used} lines): {e}") from e
+            raise ValueError(
+                f"SentencePiece training on {', '.join(files)} failed "
+                f"(vocab_size={config.vocab_size}, {result.lines_used} lines): {e}"
+            ) from e
         _set_model_prefix(os.path.join(tmp_dir, model_prefix + ".model"), model_prefix)
         for suffix in (".vocab", ".model"):  # The model last: its presence means both are complete.
-            os.replace(os.path.join(tmp_dir, model_prefix + suffix), os.path.join(output_dir, model_prefix + suffix))
+            os.replace(
+                os.path.join(tmp_dir, model_prefix + suffix),
+                os.path.join(output_dir, model_prefix + suffix),
+            )
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
     result.lines_skipped = skips.counts()
-    logging.info("vocab: wrote %s from %d lines (skipped %s)", result.model_path, result.lines_used,
-                 result.lines_skipped or "none")
+    logging.info(
+        "vocab: wrote %s from %d lines (skipped %s)",
+        result.model_path,
+        result.lines_used,
+        result.lines_skipped or "none",
+    )
     return result
 
 

@@ -30,7 +30,9 @@ def shard_paths(output_files: str | Sequence[str], num_shards: int) -> list[str]
     if num_shards == 1:
         return list(output_files)
     if len(output_files) != 1:
-        raise ValueError("give either several comma-separated output files or --num_output_shards, not both")
+        raise ValueError(
+            "give either several comma-separated output files or --num_output_shards, not both"
+        )
     return [f"{output_files[0]}-{i:05d}-of-{num_shards:05d}" for i in range(num_shards)]
 
 

@@ -44,24 +44,33 @@ DEFAULT_TF_CPP_MIN_LOG_LEVEL = "2"
 # and a Python program never does. Matched whole, one line at a time.
 STARTUP_NOISE = (
     # absl's notice that precedes the first such line, from each library holding its own copy.
-    re.compile(r"WARNING: All log messages before absl::InitializeLog\(\) is called are written "
-               r"to STDERR"),
+    re.compile(
+        r"WARNING: All log messages before absl::InitializeLog\(\) is called are written "
+        r"to STDERR"
+    ),
     # TensorFlow's CUDA build on a machine without the CUDA driver library: it runs on the CPU.
-    re.compile(r"I\d{4} \S+ +\d+ cudart_stub\.cc:\d+\] Could not find cuda drivers on your "
-               r"machine, GPU will not be used\."),
+    re.compile(
+        r"I\d{4} \S+ +\d+ cudart_stub\.cc:\d+\] Could not find cuda drivers on your "
+        r"machine, GPU will not be used\."
+    ),
 )
 # The same missing driver, reported once more as an error when TensorFlow lists its devices.
 # Dropped only after the line above: with a driver present, a failing cuInit is worth seeing.
-_CUINIT_WITHOUT_DRIVER = re.compile(r"E\d{4} \S+ +\d+ cuda_platform\.cc:\d+\] failed call to "
-                                    r"cuInit: .*")
+_CUINIT_WITHOUT_DRIVER = re.compile(
+    r"E\d{4} \S+ +\d+ cuda_platform\.cc:\d+\] failed call to "
+    r"cuInit: .*"
+)
 
 # (message regex, category, module regex) of Python warnings that ask nothing of our users.
 HARMLESS_WARNINGS = (
     # TensorFlow's TFLite converter calibrates the int8 variants with its own deprecated
     # `tf.lite.Interpreter` (tensorflow/lite/python/optimize/calibrator.py); our code runs and
     # checks every model with ai_edge_litert's interpreter.
-    (r"\s*Warning: tf\.lite\.Interpreter is deprecated", UserWarning,
-     r"tensorflow\.lite\.python\.interpreter"),
+    (
+        r"\s*Warning: tf\.lite\.Interpreter is deprecated",
+        UserWarning,
+        r"tensorflow\.lite\.python\.interpreter",
+    ),
 )
 
 
@@ -113,6 +122,7 @@ def import_tensorflow_quietly() -> None:
         saved_stderr = None
     if saved_stderr is None:
         import tensorflow  # noqa: F401
+
         return
     # The C++ side writes to file descriptor 2 directly, so that is what is redirected; a file
     # rather than a pipe, which would block once full while nothing reads it.
@@ -121,6 +131,7 @@ def import_tensorflow_quietly() -> None:
         os.dup2(captured.fileno(), 2)
         try:
             import tensorflow as tf
+
             tf.config.list_physical_devices()  # where the CUDA driver is looked for
         finally:
             sys.stderr.flush()
@@ -152,8 +163,11 @@ class NoTensorFlowInfo(std_logging.Filter):
         self._prefixes = tuple(os.path.join(os.path.realpath(d), "") for d in locations)
 
     def filter(self, record: std_logging.LogRecord) -> bool:
-        return (record.levelno >= std_logging.WARNING or not self._prefixes
-                or not os.path.realpath(record.pathname).startswith(self._prefixes))
+        return (
+            record.levelno >= std_logging.WARNING
+            or not self._prefixes
+            or not os.path.realpath(record.pathname).startswith(self._prefixes)
+        )
 
 
 def configure_logging() -> None:

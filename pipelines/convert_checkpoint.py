@@ -10,23 +10,31 @@ import os
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
+sys.path.insert(
+    0, str(pathlib.Path(__file__).resolve().parents[1])
+)  # run from a checkout, uninstalled
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("tf1_checkpoint", None,
-                    "Original checkpoint prefix (or its directory) to convert to `.keras`.")
+flags.DEFINE_string(
+    "tf1_checkpoint", None, "Original checkpoint prefix (or its directory) to convert to `.keras`."
+)
 flags.DEFINE_string("albert_config_file", None, "The `albert_config.json` of --tf1_checkpoint.")
-flags.DEFINE_string("keras_model", None,
-                    "An `AlbertPretrainer` or `AlbertClassifier` `.keras` file to convert to TF1.")
+flags.DEFINE_string(
+    "keras_model",
+    None,
+    "An `AlbertPretrainer` or `AlbertClassifier` `.keras` file to convert to TF1.",
+)
 flags.DEFINE_string("output", None, "`.keras` path (from TF1) or TF1 checkpoint prefix (to TF1).")
 
 
 def main(argv):
     del argv
     import keras
+
+    from albert_tf.io import atomic_path
 
     import albert_tf.modeling  # noqa: F401  (registers every model class: a classifier's .keras)
     from albert_tf.checkpoints import load_tf1_checkpoint, save_tf1_checkpoint
@@ -41,10 +49,8 @@ def main(argv):
         if not FLAGS.output.endswith(".keras"):
             raise app.UsageError(f"--output must end in .keras, got {FLAGS.output}")
         model = load_tf1_checkpoint(FLAGS.tf1_checkpoint, FLAGS.albert_config_file)
-        os.makedirs(os.path.dirname(os.path.abspath(FLAGS.output)), exist_ok=True)
-        tmp = FLAGS.output[:-len(".keras")] + ".partial.keras"
-        model.save(tmp)
-        os.replace(tmp, FLAGS.output)
+        with atomic_path(FLAGS.output, suffix=".keras") as staging:
+            model.save(staging)
         logging.info("wrote %s (%d parameters)", FLAGS.output, model.count_params())
     else:
         model = keras.saving.load_model(FLAGS.keras_model)

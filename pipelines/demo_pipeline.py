@@ -21,6 +21,7 @@ import time
 from absl import logging
 
 from albert_tf.config import resolve_max_predictions_per_seq  # TensorFlow-free
+from albert_tf.io import write_json
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO_ROOT / "data_prep" / "sample_corpus"
@@ -40,9 +41,16 @@ class DemoSettings:
     # All-shared and factorized (E=64 < H=128): per step of 32 on 2 CPU cores, ~0.35 s with AMX and
     # ~0.75 s with AVX2 only; 450 steps keep the whole demo under 10 minutes on the latter while the
     # held-out MLM accuracy ends ~1.7x the unigram baseline and SOP above chance.
-    model: dict = dataclasses.field(default_factory=lambda: dict(
-        embedding_size=64, hidden_size=128, num_hidden_layers=4, num_attention_heads=2,
-        intermediate_size=512, max_position_embeddings=128))
+    model: dict = dataclasses.field(
+        default_factory=lambda: dict(
+            embedding_size=64,
+            hidden_size=128,
+            num_hidden_layers=4,
+            num_attention_heads=2,
+            intermediate_size=512,
+            max_position_embeddings=128,
+        )
+    )
     train_batch_size: int = 32
     num_train_steps: int = 450
     num_warmup_steps: int = 45
@@ -53,18 +61,33 @@ class DemoSettings:
     export_formats: tuple[str, ...] = ("saved_model", "tflite_fp32", "tflite_int8_dynamic")
 
     def __post_init__(self):
-        object.__setattr__(self, "max_predictions_per_seq", resolve_max_predictions_per_seq(
-            self.max_predictions_per_seq, self.max_seq_length))
+        object.__setattr__(
+            self,
+            "max_predictions_per_seq",
+            resolve_max_predictions_per_seq(self.max_predictions_per_seq, self.max_seq_length),
+        )
 
     @classmethod
     def quick(cls, output_dir: str) -> "DemoSettings":
-        return cls(output_dir=output_dir, train_files=str(SAMPLE_CORPUS / "train" / "pg11.txt"),
-                   vocab_size=1000, dupe_factor=1,
-                   model=dict(embedding_size=16, hidden_size=32, num_hidden_layers=2,
-                              num_attention_heads=2, intermediate_size=64,
-                              max_position_embeddings=128),
-                   num_train_steps=20, num_warmup_steps=2, save_checkpoints_steps=10,
-                   max_eval_steps=4, export_formats=("saved_model", "tflite_fp32"))
+        return cls(
+            output_dir=output_dir,
+            train_files=str(SAMPLE_CORPUS / "train" / "pg11.txt"),
+            vocab_size=1000,
+            dupe_factor=1,
+            model=dict(
+                embedding_size=16,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=128,
+            ),
+            num_train_steps=20,
+            num_warmup_steps=2,
+            save_checkpoints_steps=10,
+            max_eval_steps=4,
+            export_formats=("saved_model", "tflite_fp32"),
+        )
 
 
 def _stage(settings: DemoSettings, name: str, work) -> dict:
@@ -78,32 +101,45 @@ def _stage(settings: DemoSettings, name: str, work) -> dict:
     result = work()
     result["seconds"] = round(time.monotonic() - started, 1)
     marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.with_suffix(".tmp").write_text(json.dumps(result, indent=2, sort_keys=True))
-    marker.with_suffix(".tmp").replace(marker)
+    write_json(marker, result)
     logging.info("[%s] finished in %.1fs", name, result["seconds"])
     return result
 
 
 def train_vocabulary(s: DemoSettings) -> dict:
     from data_prep.vocab import VocabConfig, train_vocab
-    result = train_vocab(s.train_files, os.path.join(s.output_dir, "vocab"), "demo_spm",
-                         VocabConfig(vocab_size=s.vocab_size, input_sentence_size=2_000_000))
+
+    result = train_vocab(
+        s.train_files,
+        os.path.join(s.output_dir, "vocab"),
+        "demo_spm",
+        VocabConfig(vocab_size=s.vocab_size, input_sentence_size=2_000_000),
+    )
     return {"spm_model_file": result.model_path, "vocab_file": result.vocab_path}
 
 
 def create_records(s: DemoSettings, spm_model_file: str) -> dict:
     from data_prep import corpus, instances, pipeline
+
     outputs = {}
-    for split, files, dupe, seed in (("train", s.train_files, s.dupe_factor, 12345),
-                                     ("heldout", s.heldout_files, 1, 54321)):
+    for split, files, dupe, seed in (
+        ("train", s.train_files, s.dupe_factor, 12345),
+        ("heldout", s.heldout_files, 1, 54321),
+    ):
         path = os.path.join(s.output_dir, "data", f"{split}.tfrecord")
-        summary = pipeline.run(pipeline.DataPrepConfig(
-            input_file=files, output_file=path, spm_model_file=spm_model_file,
-            random_seed=seed, dupe_factor=dupe,
-            pair=instances.PairConfig(max_seq_length=s.max_seq_length),
-            masking=instances.MaskingConfig(max_predictions_per_seq=s.max_predictions_per_seq),
-            corpus=corpus.CorpusConfig(input_format="paragraphs"),
-            num_workers=min(2, os.cpu_count() or 1)))
+        summary = pipeline.run(
+            pipeline.DataPrepConfig(
+                input_file=files,
+                output_file=path,
+                spm_model_file=spm_model_file,
+                random_seed=seed,
+                dupe_factor=dupe,
+                pair=instances.PairConfig(max_seq_length=s.max_seq_length),
+                masking=instances.MaskingConfig(max_predictions_per_seq=s.max_predictions_per_seq),
+                corpus=corpus.CorpusConfig(input_format="paragraphs"),
+                num_workers=min(2, os.cpu_count() or 1),
+            )
+        )
         outputs[split] = {"tfrecord": path, "instances": summary["instances"]}
     return outputs
 
@@ -112,18 +148,28 @@ def pretrain(s: DemoSettings, spm_vocab_size: int, records: dict) -> dict:
     from albert_tf.config import AlbertConfig
     from albert_tf.training.distribution import build_strategy
     from albert_tf.training.pretraining import PretrainingOptions, run_pretraining
+
     config = AlbertConfig(vocab_size=spm_vocab_size, **s.model)
     config_path = os.path.join(s.output_dir, "albert_config.json")
     config.to_json_file(config_path)
     options = PretrainingOptions(
-        input_file=records["train"]["tfrecord"], eval_input_file=records["heldout"]["tfrecord"],
-        output_dir=os.path.join(s.output_dir, "pretraining"), max_seq_length=s.max_seq_length,
-        max_predictions_per_seq=s.max_predictions_per_seq, train_batch_size=s.train_batch_size,
-        eval_batch_size=s.eval_batch_size, learning_rate=s.learning_rate,
-        num_train_steps=s.num_train_steps, num_warmup_steps=s.num_warmup_steps,
-        save_checkpoints_steps=s.save_checkpoints_steps, max_eval_steps=s.max_eval_steps,
-        do_eval=True, log_every_steps=max(1, s.num_train_steps // 30), shuffle_buffer=2000,
-        seed=12345)
+        input_file=records["train"]["tfrecord"],
+        eval_input_file=records["heldout"]["tfrecord"],
+        output_dir=os.path.join(s.output_dir, "pretraining"),
+        max_seq_length=s.max_seq_length,
+        max_predictions_per_seq=s.max_predictions_per_seq,
+        train_batch_size=s.train_batch_size,
+        eval_batch_size=s.eval_batch_size,
+        learning_rate=s.learning_rate,
+        num_train_steps=s.num_train_steps,
+        num_warmup_steps=s.num_warmup_steps,
+        save_checkpoints_steps=s.save_checkpoints_steps,
+        max_eval_steps=s.max_eval_steps,
+        do_eval=True,
+        log_every_steps=max(1, s.num_train_steps // 30),
+        shuffle_buffer=2000,
+        seed=12345,
+    )
     results = run_pretraining(options, config, build_strategy("one_device"))
     return {"albert_config_file": config_path, **results}
 
@@ -147,23 +193,31 @@ def unigram_baseline(s: DemoSettings, train_pattern: str, eval_pattern: str) -> 
     counts = collections.Counter(masked_ids(train_pattern).tolist())
     top_id, _ = counts.most_common(1)[0]
     eval_ids = masked_ids(eval_pattern)
-    return {"unigram_top_id": int(top_id),
-            "unigram_mlm_accuracy": float(np.mean(eval_ids == top_id))}
+    return {
+        "unigram_top_id": int(top_id),
+        "unigram_mlm_accuracy": float(np.mean(eval_ids == top_id)),
+    }
 
 
 def export(s: DemoSettings, pretrained: dict, spm_model_file: str, heldout: str) -> dict:
     import shutil
 
     from albert_tf.export import ExportConfig, export_model, load_serving_head
+
     output_dir = os.path.join(s.output_dir, "export")
     shutil.rmtree(output_dir, ignore_errors=True)  # an unfinished earlier attempt: redo it
     report = export_model(
         load_serving_head("pretrainer", keras_model=pretrained["keras_model"]),
-        ExportConfig(output_dir=output_dir, model_name="albert_demo",
-                     max_seq_length=s.max_seq_length,
-                     max_predictions_per_seq=s.max_predictions_per_seq,
-                     formats=s.export_formats, spm_model_file=spm_model_file,
-                     representative_data=heldout))
+        ExportConfig(
+            output_dir=output_dir,
+            model_name="albert_demo",
+            max_seq_length=s.max_seq_length,
+            max_predictions_per_seq=s.max_predictions_per_seq,
+            formats=s.export_formats,
+            spm_model_file=spm_model_file,
+            representative_data=heldout,
+        ),
+    )
     return {"artifacts": {k: a["path"] for k, a in report["artifacts"].items() if "path" in a}}
 
 
@@ -174,13 +228,24 @@ def run(settings: DemoSettings | None = None) -> dict:
     vocab = _stage(s, "1_vocab", lambda: train_vocabulary(s))
     records = _stage(s, "2_records", lambda: create_records(s, vocab["spm_model_file"]))
     pretrained = _stage(s, "3_pretrain", lambda: pretrain(s, s.vocab_size, records))
-    baseline = _stage(s, "4_baseline", lambda: unigram_baseline(
-        s, records["train"]["tfrecord"], records["heldout"]["tfrecord"]))
-    exported = _stage(s, "5_export", lambda: export(
-        s, pretrained, vocab["spm_model_file"], records["heldout"]["tfrecord"]))
-    summary = {"vocab": vocab, "records": records, "pretraining": pretrained,
-               "baseline": baseline, "export": exported,
-               "total_seconds": round(time.monotonic() - started, 1)}
+    baseline = _stage(
+        s,
+        "4_baseline",
+        lambda: unigram_baseline(s, records["train"]["tfrecord"], records["heldout"]["tfrecord"]),
+    )
+    exported = _stage(
+        s,
+        "5_export",
+        lambda: export(s, pretrained, vocab["spm_model_file"], records["heldout"]["tfrecord"]),
+    )
+    summary = {
+        "vocab": vocab,
+        "records": records,
+        "pretraining": pretrained,
+        "baseline": baseline,
+        "export": exported,
+        "total_seconds": round(time.monotonic() - started, 1),
+    }
     _print_summary(s, summary)
     return summary
 

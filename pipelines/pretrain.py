@@ -13,7 +13,9 @@ import os
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout, uninstalled
+sys.path.insert(
+    0, str(pathlib.Path(__file__).resolve().parents[1])
+)  # run from a checkout, uninstalled
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
@@ -23,11 +25,17 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the model to train.")
 flags.DEFINE_string("input_file", None, "Comma-separated globs of training TFRecords.")
 flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and the model are written.")
-flags.DEFINE_string("init_checkpoint", None,
-                    "Initial weights: an original TF1 checkpoint (prefix or directory) or a .keras.")
+flags.DEFINE_string(
+    "init_checkpoint",
+    None,
+    "Initial weights: an original TF1 checkpoint (prefix or directory) or a .keras.",
+)
 flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the TFRecords.")
-flags.DEFINE_integer("max_predictions_per_seq", None, "Masked positions per sequence in the "
-                     "TFRecords (default: min(20, --max_seq_length)).")
+flags.DEFINE_integer(
+    "max_predictions_per_seq",
+    None,
+    "Masked positions per sequence in the TFRecords (default: min(20, --max_seq_length)).",
+)
 flags.DEFINE_bool("do_train", True, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate at the end (on --eval_input_file if given).")
 flags.DEFINE_integer("train_batch_size", 4096, "Global batch size of one optimizer update.")
@@ -40,9 +48,12 @@ flags.DEFINE_integer("num_warmup_steps", 3125, "Linear warmup updates.")
 flags.DEFINE_integer("start_warmup_step", 0, "Step at which warmup starts.")
 flags.DEFINE_integer("save_checkpoints_steps", 5000, "Checkpoint every this many updates.")
 flags.DEFINE_integer("keep_checkpoint_max", 5, "Checkpoints kept.")
-flags.DEFINE_integer("iterations_per_loop", 1000,
-                     "Steps per device loop (Keras steps_per_execution; capped to divide "
-                     "--save_checkpoints_steps and --log_every_steps).")
+flags.DEFINE_integer(
+    "iterations_per_loop",
+    1000,
+    "Steps per device loop (Keras steps_per_execution; capped to divide "
+    "--save_checkpoints_steps and --log_every_steps).",
+)
 flags.DEFINE_integer("max_eval_steps", 100, "Eval batches.")
 flags.DEFINE_bool("use_tpu", False, "Use a TPU (same as --strategy=tpu).")
 flags.DEFINE_string("tpu_name", None, "TPU name or grpc:// address (alias of --tpu).")
@@ -52,28 +63,49 @@ flags.DEFINE_string("master", None, "TF master address (TF1 compatibility; same 
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility; the TPU system decides.")
 # --- ours ---
 flags.DEFINE_string("tpu", None, "TPU to train on: name, grpc:// address or 'local'.")
-flags.DEFINE_enum("strategy", "auto", ["auto", "tpu", "mirrored", "multi_worker", "one_device"],
-                  "tf.distribute strategy; auto picks TPU / multi-worker (TF_CONFIG) / "
-                  "mirrored (several GPUs) / one device.")
+flags.DEFINE_enum(
+    "strategy",
+    "auto",
+    ["auto", "tpu", "mirrored", "multi_worker", "one_device"],
+    "tf.distribute strategy; auto picks TPU / multi-worker (TF_CONFIG) / "
+    "mirrored (several GPUs) / one device.",
+)
 flags.DEFINE_enum("mixed_precision", "none", ["none", "bf16", "fp16"], "Compute precision.")
-flags.DEFINE_integer("gradient_accumulation_steps", 1,
-                     "Micro-batches per update (single replica); each is "
-                     "train_batch_size / gradient_accumulation_steps.")
-flags.DEFINE_string("eval_input_file", None,
-                    "Held-out TFRecords for --do_eval (the original evaluated on training data).")
+flags.DEFINE_integer(
+    "gradient_accumulation_steps",
+    1,
+    "Micro-batches per update (single replica); each is "
+    "train_batch_size / gradient_accumulation_steps.",
+)
+flags.DEFINE_string(
+    "eval_input_file",
+    None,
+    "Held-out TFRecords for --do_eval (the original evaluated on training data).",
+)
 flags.DEFINE_integer("log_every_steps", 100, "Progress line and summaries every N updates.")
 flags.DEFINE_integer("shuffle_buffer", 100, "Record shuffle buffer (the original's 100).")
-flags.DEFINE_integer("seed", None, "Seed for the input order (None: nondeterministic, as the "
-                     "original's sloppy interleave).")
-flags.DEFINE_bool("jit_compile", None, "XLA-compile the train step (default: wherever Keras "
-                  "supports it for the strategy, except fp32 and bf16 on CPU, which run faster "
-                  "through oneDNN's matmuls than through XLA:CPU: ~6% for fp32, ~2.2x for bf16).")
-flags.DEFINE_bool("skip_corrupt_records", False, "Skip and count input records that are corrupt "
-                  "(bad CRC), cut, or whose feature lengths do not fit the flags: every record "
-                  "is checked before training and files holding bad ones are read from repaired "
-                  "copies under <output_dir>/repaired_records (the inputs are never modified); "
-                  "the count per file is logged and returned as skipped_records. Without it a "
-                  "bad record stops the run with one line naming file, record and byte offset.")
+flags.DEFINE_integer(
+    "seed",
+    None,
+    "Seed for the input order (None: nondeterministic, as the original's sloppy interleave).",
+)
+flags.DEFINE_bool(
+    "jit_compile",
+    None,
+    "XLA-compile the train step (default: wherever Keras "
+    "supports it for the strategy, except fp32 and bf16 on CPU, which run faster "
+    "through oneDNN's matmuls than through XLA:CPU: ~6% for fp32, ~2.2x for bf16).",
+)
+flags.DEFINE_bool(
+    "skip_corrupt_records",
+    False,
+    "Skip and count input records that are corrupt "
+    "(bad CRC), cut, or whose feature lengths do not fit the flags: every record "
+    "is checked before training and files holding bad ones are read from repaired "
+    "copies under <output_dir>/repaired_records (the inputs are never modified); "
+    "the count per file is logged and returned as skipped_records. Without it a "
+    "bad record stops the run with one line naming file, record and byte offset.",
+)
 
 
 def _tf_config_has_cluster() -> bool:
@@ -88,6 +120,7 @@ def main(argv):
     del argv
     if FLAGS.input_file is None and FLAGS.output_dir is None and FLAGS.albert_config_file is None:
         from pipelines import demo_pipeline
+
         demo_pipeline.run()
         return
     for name in ("input_file", "output_dir", "albert_config_file"):
@@ -108,14 +141,25 @@ def main(argv):
             raise SettingsError(f"--albert_config_file: {error}") from error
         tpu = FLAGS.tpu or FLAGS.tpu_name or FLAGS.master
         strategy_kind = "tpu" if FLAGS.use_tpu and FLAGS.strategy == "auto" else FLAGS.strategy
-        strategy = build_strategy(strategy_kind, tpu=tpu, tpu_zone=FLAGS.tpu_zone,
-                                  gcp_project=FLAGS.gcp_project,
-                                  multi_worker_cluster=_tf_config_has_cluster())
-        options = PretrainingOptions(**{
-            field: getattr(FLAGS, field) for field in PretrainingOptions.__dataclass_fields__})
+        strategy = build_strategy(
+            strategy_kind,
+            tpu=tpu,
+            tpu_zone=FLAGS.tpu_zone,
+            gcp_project=FLAGS.gcp_project,
+            multi_worker_cluster=_tf_config_has_cluster(),
+        )
+        options = PretrainingOptions(
+            **{field: getattr(FLAGS, field) for field in PretrainingOptions.__dataclass_fields__}
+        )
         results = run_pretraining(options, config, strategy)
-    except (TPUUnavailableError, NonFiniteLossError, SettingsError, CheckpointMismatchError,
-            CorruptRecordError, FileNotFoundError) as error:
+    except (
+        TPUUnavailableError,
+        NonFiniteLossError,
+        SettingsError,
+        CheckpointMismatchError,
+        CorruptRecordError,
+        FileNotFoundError,
+    ) as error:
         logging.error("%s: %s", type(error).__name__, error)
         sys.exit(1)
     logging.info("done: %s", json.dumps(results, indent=2, sort_keys=True, default=str))

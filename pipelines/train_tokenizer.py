@@ -22,36 +22,61 @@ from data_prep.vocab import VocabConfig, train_vocab
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("input_file", None, "Input text files: comma-separated globs (plain or .gz).")
-flags.DEFINE_string("output_dir", ".", "Directory for the .model and .vocab files (created if missing).")
-flags.DEFINE_string("model_prefix", "30k-clean", "Output file name without extension; may include a "
-                    "sub-directory of --output_dir, as spm_train's --model_prefix.")
+flags.DEFINE_string(
+    "output_dir", ".", "Directory for the .model and .vocab files (created if missing)."
+)
+flags.DEFINE_string(
+    "model_prefix",
+    "30k-clean",
+    "Output file name without extension; may include a "
+    "sub-directory of --output_dir, as spm_train's --model_prefix.",
+)
 flags.DEFINE_integer("vocab_size", 30000, "Number of pieces, the 13 fixed ones included.")
-flags.DEFINE_bool("do_lower_case", True, "Lowercase before training (the released English models are uncased).")
-flags.DEFINE_integer("input_sentence_size", 10_000_000, "Lines sampled (reservoir) from the corpus for "
-                     "training; bounds memory on large corpora. 0 = all.")
+flags.DEFINE_bool(
+    "do_lower_case", True, "Lowercase before training (the released English models are uncased)."
+)
+flags.DEFINE_integer(
+    "input_sentence_size",
+    10_000_000,
+    "Lines sampled (reservoir) from the corpus for "
+    "training; bounds memory on large corpora. 0 = all.",
+)
 flags.DEFINE_float("character_coverage", 0.99995, "Share of characters the vocabulary must cover.")
 flags.DEFINE_integer("num_threads", os.cpu_count() or 1, "SentencePiece training threads.")
 flags.DEFINE_integer("random_seed", 12345, "Seed of SentencePiece's sampling and shuffling.")
-flags.DEFINE_enum("input_format", "sentences", ["sentences", "paragraphs"], "Accepted for symmetry with "
-                  "create_pretraining_data: both train on one line per physical line (hard-wrapped "
-                  "paragraph lines are fine for piece statistics).")
+flags.DEFINE_enum(
+    "input_format",
+    "sentences",
+    ["sentences", "paragraphs"],
+    "Accepted for symmetry with "
+    "create_pretraining_data: both train on one line per physical line (hard-wrapped "
+    "paragraph lines are fine for piece statistics).",
+)
 flags.mark_flag_as_required("input_file")
 
 
 def main(argv):
     del argv
     prefix_dir, prefix_name = os.path.split(FLAGS.model_prefix)
-    config = VocabConfig(vocab_size=FLAGS.vocab_size, do_lower_case=FLAGS.do_lower_case,
-                         input_sentence_size=FLAGS.input_sentence_size,
-                         character_coverage=FLAGS.character_coverage, num_threads=FLAGS.num_threads,
-                         seed=FLAGS.random_seed)
+    config = VocabConfig(
+        vocab_size=FLAGS.vocab_size,
+        do_lower_case=FLAGS.do_lower_case,
+        input_sentence_size=FLAGS.input_sentence_size,
+        character_coverage=FLAGS.character_coverage,
+        num_threads=FLAGS.num_threads,
+        seed=FLAGS.random_seed,
+    )
     try:
-        result = train_vocab(FLAGS.input_file, os.path.join(FLAGS.output_dir, prefix_dir), prefix_name, config)
+        result = train_vocab(
+            FLAGS.input_file, os.path.join(FLAGS.output_dir, prefix_dir), prefix_name, config
+        )
     except (InputError, OSError, ValueError) as e:
         logging.error("%s", e)
         return 1
-    print(f"wrote {result.model_path} and {result.vocab_path} from {result.lines_used} lines; "
-          f"skipped: {result.lines_skipped or 'none'}")
+    print(
+        f"wrote {result.model_path} and {result.vocab_path} from {result.lines_used} lines; "
+        f"skipped: {result.lines_skipped or 'none'}"
+    )
     return 0
 
 

@@ -21,17 +21,34 @@ from albert_tf.training.record_checks import CorruptRecordError, diagnose
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 ORIGINAL = FIXTURES / "original_data" / "orig_small_seq128.tfrecord"
-TINY = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
-            num_attention_heads=4, intermediate_size=64, max_position_embeddings=128)
+TINY = dict(
+    vocab_size=30000,
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=128,
+)
 PAYLOADS = list(records.read_tfrecords(str(ORIGINAL)))  # 1836 records of seq 128
 OFFSETS = [sum(16 + len(p) for p in PAYLOADS[:i]) for i in range(len(PAYLOADS))]
 
 
 def options(tmp_path, input_file, **overrides):
-    values = dict(input_file=str(input_file), output_dir=str(tmp_path / "run"),
-                  max_seq_length=128, max_predictions_per_seq=20, train_batch_size=16,
-                  learning_rate=0.01, num_train_steps=2, num_warmup_steps=1,
-                  save_checkpoints_steps=2, keep_checkpoint_max=1, log_every_steps=2, seed=1)
+    values = dict(
+        input_file=str(input_file),
+        output_dir=str(tmp_path / "run"),
+        max_seq_length=128,
+        max_predictions_per_seq=20,
+        train_batch_size=16,
+        learning_rate=0.01,
+        num_train_steps=2,
+        num_warmup_steps=1,
+        save_checkpoints_steps=2,
+        keep_checkpoint_max=1,
+        log_every_steps=2,
+        seed=1,
+    )
     return PretrainingOptions(**{**values, **overrides})
 
 
@@ -61,14 +78,23 @@ def test_scan_locates_flipped_and_cut_records_and_resyncs(tmp_path):
     path.write_bytes(path.read_bytes()[:-50])  # the last record cut
     with open(path, "rb") as f:
         first = list(records.scan_records(f, str(path)))
-    assert len(first) == 51 and str(first[-1]) == \
-        f"{path}: record 50: bad data CRC: data checksum mismatch (byte offset {OFFSETS[50]})"
+    assert (
+        len(first) == 51
+        and str(first[-1])
+        == f"{path}: record 50: bad data CRC: data checksum mismatch (byte offset {OFFSETS[50]})"
+    )
     with open(path, "rb") as f:
         items = list(records.scan_records(f, str(path), resync=True))
-    bad = [(b.index, b.offset, b.problem.split(":")[0]) for b in items
-           if isinstance(b, records.BadRecord)]
-    assert bad == [(50, OFFSETS[50], "bad data CRC"), (300, OFFSETS[300], "bad length CRC"),
-                   (1835, OFFSETS[1835], "truncated data")]
+    bad = [
+        (b.index, b.offset, b.problem.split(":")[0])
+        for b in items
+        if isinstance(b, records.BadRecord)
+    ]
+    assert bad == [
+        (50, OFFSETS[50], "bad data CRC"),
+        (300, OFFSETS[300], "bad length CRC"),
+        (1835, OFFSETS[1835], "truncated data"),
+    ]
     good = [i.data for i in items if isinstance(i, records.Record)]
     assert good == [p for i, p in enumerate(PAYLOADS) if i not in (50, 300, 1835)]
     with pytest.raises(records.RecordError, match=r"record 50: bad data CRC"):
@@ -76,17 +102,29 @@ def test_scan_locates_flipped_and_cut_records_and_resyncs(tmp_path):
 
 
 def test_wrong_seq_length_fails_before_a_model_is_built(tmp_path):
-    with pytest.raises(CorruptRecordError, match=rf"^{ORIGINAL}: record 0: records have seq length "
-                       r"128 \(input_ids\), --max_seq_length is 64 \(byte offset 0\)$"):
-        run_pretraining(options(tmp_path, ORIGINAL, max_seq_length=64), AlbertConfig(**TINY),
-                        build_strategy("one_device"))
+    with pytest.raises(
+        CorruptRecordError,
+        match=rf"^{ORIGINAL}: record 0: records have seq length "
+        r"128 \(input_ids\), --max_seq_length is 64 \(byte offset 0\)$",
+    ):
+        run_pretraining(
+            options(tmp_path, ORIGINAL, max_seq_length=64),
+            AlbertConfig(**TINY),
+            build_strategy("one_device"),
+        )
     # Every file's first record is checked: here the second file is the odd one.
     other = tmp_path / "seq64.tfrecord"
     other.write_bytes(b"".join(records.frame_record(seq64(p)) for p in PAYLOADS[:3]))
-    with pytest.raises(CorruptRecordError, match=rf"^{other}: record 0: records have seq length "
-                       r"64 \(input_ids\), --max_seq_length is 128 \(byte offset 0\)$"):
-        run_pretraining(options(tmp_path, f"{ORIGINAL},{other}"), AlbertConfig(**TINY),
-                        build_strategy("one_device"))
+    with pytest.raises(
+        CorruptRecordError,
+        match=rf"^{other}: record 0: records have seq length "
+        r"64 \(input_ids\), --max_seq_length is 128 \(byte offset 0\)$",
+    ):
+        run_pretraining(
+            options(tmp_path, f"{ORIGINAL},{other}"),
+            AlbertConfig(**TINY),
+            build_strategy("one_device"),
+        )
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
@@ -98,11 +136,16 @@ def test_corrupt_record_mid_run_names_it_and_keeps_the_last_checkpoint(tmp_path)
     before = {p.name: sha(p) for p in checkpoints.iterdir()}
     assert tf.train.latest_checkpoint(str(checkpoints)).endswith("ckpt-2")
     flip(path, OFFSETS[50] + 12 + 100)  # read within the first batches (shuffle buffer 100)
-    expected = (rf"^{path}: record 50: bad data CRC: data checksum mismatch \(byte offset "
-                rf"{OFFSETS[50]}\); --skip_corrupt_records skips and counts such records$")
+    expected = (
+        rf"^{path}: record 50: bad data CRC: data checksum mismatch \(byte offset "
+        rf"{OFFSETS[50]}\); --skip_corrupt_records skips and counts such records$"
+    )
     with pytest.raises(CorruptRecordError, match=expected):
-        run_pretraining(options(tmp_path, path, num_train_steps=8), AlbertConfig(**TINY),
-                        build_strategy("one_device"))
+        run_pretraining(
+            options(tmp_path, path, num_train_steps=8),
+            AlbertConfig(**TINY),
+            build_strategy("one_device"),
+        )
     # Nothing saved from the failed state, nothing removed (keep_checkpoint_max=1 would have).
     assert {p.name: sha(p) for p in checkpoints.iterdir()} == before
 
@@ -119,7 +162,8 @@ def test_a_misfit_record_mid_file_is_named_from_the_parse_error(tmp_path):
     offset = sum(16 + len(p) for p in payloads[:40])
     assert str(diagnose(caught.value, [str(path)], feature_spec(128, 20))) == (
         f"{path}: record 40: records have seq length 64 (input_ids), --max_seq_length is 128 "
-        f"(byte offset {offset}); --skip_corrupt_records skips and counts such records")
+        f"(byte offset {offset}); --skip_corrupt_records skips and counts such records"
+    )
 
 
 def test_skip_corrupt_records_trains_and_counts_per_file(tmp_path):
@@ -134,16 +178,20 @@ def test_skip_corrupt_records_trains_and_counts_per_file(tmp_path):
     clean = tmp_path / "clean.tfrecord"
     shutil.copy(ORIGINAL, clean)
     original_bytes = sha(path)
-    results = run_pretraining(options(tmp_path, f"{path},{clean}", skip_corrupt_records=True),
-                              AlbertConfig(**TINY), build_strategy("one_device"))
+    results = run_pretraining(
+        options(tmp_path, f"{path},{clean}", skip_corrupt_records=True),
+        AlbertConfig(**TINY),
+        build_strategy("one_device"),
+    )
     assert results["skipped_records"] == {str(path): 4}
     assert results["global_step"] == 2
     assert sha(path) == original_bytes  # the input itself is never modified
     repaired_dir = tmp_path / "run" / "repaired_records"
     (repaired,) = repaired_dir.iterdir()  # only the file with bad records, no temporary left
     assert repaired.name.endswith("-train.tfrecord")
-    assert list(records.read_tfrecords(str(repaired))) == \
-        [p for i, p in enumerate(payloads) if i not in (50, 100, 200, 1835)]
+    assert list(records.read_tfrecords(str(repaired))) == [
+        p for i, p in enumerate(payloads) if i not in (50, 100, 200, 1835)
+    ]
 
 
 def test_cli_cut_record_is_one_line_without_traceback(tmp_path):
@@ -151,37 +199,59 @@ def test_cli_cut_record_is_one_line_without_traceback(tmp_path):
     path.write_bytes(ORIGINAL.read_bytes()[:-50])
     config = tmp_path / "albert_config.json"
     AlbertConfig(**TINY).to_json_file(config)
-    flags = dict(input_file=path, output_dir=tmp_path / "run", albert_config_file=config,
-                 max_seq_length=128, max_predictions_per_seq=20, train_batch_size=16,
-                 num_train_steps=2, num_warmup_steps=1, save_checkpoints_steps=2,
-                 shuffle_buffer=2000)  # the buffer reads the whole file, cut end included
+    flags = dict(
+        input_file=path,
+        output_dir=tmp_path / "run",
+        albert_config_file=config,
+        max_seq_length=128,
+        max_predictions_per_seq=20,
+        train_batch_size=16,
+        num_train_steps=2,
+        num_warmup_steps=1,
+        save_checkpoints_steps=2,
+        shuffle_buffer=2000,
+    )  # the buffer reads the whole file, cut end included
     process = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "pipelines/pretrain.py"),
-         *[f"--{k}={v}" for k, v in flags.items()]], capture_output=True, text=True,
-        timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        [
+            sys.executable,
+            str(REPO_ROOT / "pipelines/pretrain.py"),
+            *[f"--{k}={v}" for k, v in flags.items()],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert process.returncode == 1, process.stderr[-3000:]
     assert "Traceback" not in process.stderr
     errors = [line for line in process.stderr.splitlines() if "CorruptRecordError" in line]
     assert len(errors) == 1 and errors[0].endswith(
         f"CorruptRecordError: {path}: record 1835: truncated data: the file ends inside the "
         f"record (byte offset {OFFSETS[1835]}); --skip_corrupt_records skips and counts such "
-        f"records")
+        f"records"
+    )
 
 
 def test_export_calibration_records_corrupt_cut_or_too_long(tmp_path):
     path = tmp_path / "calibration.tfrecord"
     shutil.copy(ORIGINAL, path)
     flip(path, OFFSETS[5] + 12 + 40)
-    with pytest.raises(CorruptRecordError, match=rf"^{path}: corrupt TFRecord file: record 5: "
-                       rf"bad data CRC: data checksum mismatch \(byte offset {OFFSETS[5]}\)$"):
+    with pytest.raises(
+        CorruptRecordError,
+        match=rf"^{path}: corrupt TFRecord file: record 5: "
+        rf"bad data CRC: data checksum mismatch \(byte offset {OFFSETS[5]}\)$",
+    ):
         load_examples(str(path), None, 128, 20, 10, 0)
     assert len(load_examples(str(path), None, 128, 20, 5, 0)[0]["input_ids"]) == 5  # before it
     cut = tmp_path / "cut.tfrecord"
     cut.write_bytes(ORIGINAL.read_bytes()[:-50])
     with pytest.raises(CorruptRecordError, match=r"record 1835: truncated data"):
         load_examples(str(cut), None, 128, 20, 5000, 0)
-    with pytest.raises(ValueError, match=rf"^{ORIGINAL}: record 0 input_ids has length 128, "
-                       r"more than 64"):
+    with pytest.raises(
+        ValueError,
+        match=rf"^{ORIGINAL}: record 0 input_ids has length 128, "
+        r"more than 64",
+    ):
         load_examples(str(ORIGINAL), None, 64, 20, 10, 0)
 
 

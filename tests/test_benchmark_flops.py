@@ -10,12 +10,27 @@ from tests.test_model import gradient_step, pretraining_batch
 
 BATCH, SEQ, PREDICTIONS = 2, 12, 3
 CONFIGS = {
-    "grouped, E != H": dict(vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=4,
-                            num_hidden_groups=2, inner_group_num=2, num_attention_heads=4,
-                            intermediate_size=64, max_position_embeddings=64),
-    "E == H, unshared": dict(vocab_size=90, embedding_size=24, hidden_size=24, num_hidden_layers=3,
-                             num_attention_heads=2, intermediate_size=40, sharing="none",
-                             max_position_embeddings=64),
+    "grouped, E != H": dict(
+        vocab_size=120,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=4,
+        num_hidden_groups=2,
+        inner_group_num=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    ),
+    "E == H, unshared": dict(
+        vocab_size=90,
+        embedding_size=24,
+        hidden_size=24,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        intermediate_size=40,
+        sharing="none",
+        max_position_embeddings=64,
+    ),
 }
 
 
@@ -52,7 +67,8 @@ def test_graph_matmul_flops_reads_transposes_and_broadcast_batches():
     def products(a, b, c):
         return tf.matmul(a, b, transpose_b=True), tf.matmul(c, a, transpose_a=True)
 
-    graph = products.get_concrete_function(tf.TensorSpec((3, 5, 7)), tf.TensorSpec((11, 7)),
-                                           tf.TensorSpec((3, 5, 2))).graph
+    graph = products.get_concrete_function(
+        tf.TensorSpec((3, 5, 7)), tf.TensorSpec((11, 7)), tf.TensorSpec((3, 5, 2))
+    ).graph
     # [3,5,7]x[7,11] (b broadcast over the batch) and [3,2,5]x[3,5,7]
     assert graph_matmul_flops(graph) == 2.0 * (3 * 5 * 7 * 11 + 3 * 2 * 5 * 7)

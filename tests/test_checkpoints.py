@@ -10,8 +10,13 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.checkpoints import (CheckpointMismatchError, load_tf1_checkpoint,
-                                   read_tf1_checkpoint, save_tf1_checkpoint, tf1_variable_map)
+from albert_tf.checkpoints import (
+    CheckpointMismatchError,
+    load_tf1_checkpoint,
+    read_tf1_checkpoint,
+    save_tf1_checkpoint,
+    tf1_variable_map,
+)
 from tests.tolerances import GOLDEN, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
@@ -28,7 +33,9 @@ def golden_outputs(model, expected):
     return {
         "sequence_output": outputs["sequence_output"].numpy(),
         "pooled_output": outputs["pooled_output"].numpy(),
-        "mlm_log_probs": keras.ops.log_softmax(outputs["mlm_logits"], -1).numpy().reshape(-1, vocab),
+        "mlm_log_probs": keras.ops.log_softmax(outputs["mlm_logits"], -1)
+        .numpy()
+        .reshape(-1, vocab),
         "sop_log_probs": keras.ops.log_softmax(outputs["sop_logits"], -1).numpy(),
     }
 
@@ -37,8 +44,7 @@ def assert_matches_golden(model, folder):
     expected = np.load(CHECKPOINTS / folder / "expected.npz")
     ours = golden_outputs(model, expected)
     real = expected["input_mask"].astype(bool)  # padded positions are not meaningful
-    assert_close_to_scale(ours["sequence_output"][real], expected["sequence_output"][real],
-                          GOLDEN)
+    assert_close_to_scale(ours["sequence_output"][real], expected["sequence_output"][real], GOLDEN)
     for key in ("pooled_output", "mlm_log_probs", "sop_log_probs"):
         assert_close_to_scale(ours[key], expected[key], GOLDEN, err_msg=key)
 
@@ -63,9 +69,18 @@ def test_name_table_gives_exactly_the_original_variables(folder):
 
 @pytest.mark.parametrize("sharing", ["all", "attention", "ffn", "none"])
 def test_name_table_covers_every_variable_of_every_sharing_mode(sharing):
-    config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=3,
-                          num_hidden_groups=2, inner_group_num=2, num_attention_heads=2,
-                          intermediate_size=32, max_position_embeddings=16, sharing=sharing)
+    config = AlbertConfig(
+        vocab_size=50,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=3,
+        num_hidden_groups=2,
+        inner_group_num=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        sharing=sharing,
+    )
     model = AlbertPretrainer(config)
     names = tf1_variable_map(model)  # raises on an unmapped or doubly mapped variable
     assert len(names) == len(model.weights)
@@ -74,7 +89,8 @@ def test_name_table_covers_every_variable_of_every_sharing_mode(sharing):
 
 def test_training_checkpoint_slots_and_step_are_skipped():
     reader = tf.train.load_checkpoint(
-        str(CHECKPOINTS / "albert_tiny_shared_training" / "model.ckpt-best"))
+        str(CHECKPOINTS / "albert_tiny_shared_training" / "model.ckpt-best")
+    )
     all_names = reader.get_variable_to_shape_map()
     assert "global_step" in all_names and any(n.endswith("/adam_m") for n in all_names)
     kept = read_tf1_checkpoint(CHECKPOINTS / "albert_tiny_shared_training")
@@ -99,13 +115,16 @@ def test_save_then_load_round_trips_exactly(tmp_path):
 def test_mismatch_names_every_problem(tmp_path):
     folder = CHECKPOINTS / "albert_tiny_shared"
     wrong = AlbertConfig.from_json_file(folder / "albert_config.json")
-    wrong.intermediate_size = 48   # shape mismatches in the FFN
-    wrong.num_hidden_groups = 2    # group_1 variables missing
+    wrong.intermediate_size = 48  # shape mismatches in the FFN
+    wrong.num_hidden_groups = 2  # group_1 variables missing
     with pytest.raises(CheckpointMismatchError) as error:
         load_tf1_checkpoint(folder, wrong)
     message = str(error.value)
     assert "missing from checkpoint: bert/encoder/transformer/group_1/" in message
-    assert "shape mismatch: bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel checkpoint (32, 64) vs model (32, 48)" in message
+    assert (
+        "shape mismatch: bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel checkpoint (32, 64) vs model (32, 48)"
+        in message
+    )
     assert message.count("missing from checkpoint") == 16
 
 
@@ -113,7 +132,9 @@ def test_unexpected_variables_are_reported(tmp_path):
     folder = CHECKPOINTS / "albert_tiny_grouped"
     bigger = AlbertConfig.from_json_file(folder / "albert_config.json")
     smaller = dataclasses.replace(bigger, num_hidden_groups=1)
-    with pytest.raises(CheckpointMismatchError, match="unexpected in checkpoint: bert/encoder/transformer/group_1"):
+    with pytest.raises(
+        CheckpointMismatchError, match="unexpected in checkpoint: bert/encoder/transformer/group_1"
+    ):
         load_tf1_checkpoint(folder, smaller)
 
 

@@ -9,10 +9,18 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertConfig
-from albert_tf.checkpoints import (CheckpointMismatchError, load_tf1_checkpoint,
-                                   save_tf1_checkpoint, tf1_variable_map, tf1_weights)
-from albert_tf.checkpoints.classifier import (assign_classifier_weights, initialize_from_checkpoint,
-                                              load_classifier_checkpoint)
+from albert_tf.checkpoints import (
+    CheckpointMismatchError,
+    load_tf1_checkpoint,
+    save_tf1_checkpoint,
+    tf1_variable_map,
+    tf1_weights,
+)
+from albert_tf.checkpoints.classifier import (
+    assign_classifier_weights,
+    initialize_from_checkpoint,
+    load_classifier_checkpoint,
+)
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.training.optimization import uses_weight_decay
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
@@ -33,8 +41,10 @@ def golden():
 
 def random_head(num_labels, hidden, seed=0):
     rng = np.random.default_rng(seed)
-    return {"output_weights": rng.normal(size=(num_labels, hidden)).astype(np.float32),
-            "output_bias": rng.normal(size=(num_labels,)).astype(np.float32)}
+    return {
+        "output_weights": rng.normal(size=(num_labels, hidden)).astype(np.float32),
+        "output_bias": rng.normal(size=(num_labels,)).astype(np.float32),
+    }
 
 
 def test_tf1_names_are_the_original_classifier_checkpoints():
@@ -63,8 +73,9 @@ def test_logits_are_pooled_times_output_weights_transposed_on_golden_weights():
     # at most the largest L1 norm of a row of its weights.
     amplification = np.abs(tensors["output_weights"]).sum(1).max()
     assert_close_to_scale(outputs["logits"], logits, GOLDEN * max(1.0, amplification))
-    assert_close_to_scale(outputs["probabilities"], tf.nn.softmax(logits),
-                          GOLDEN * max(1.0, amplification))
+    assert_close_to_scale(
+        outputs["probabilities"], tf.nn.softmax(logits), GOLDEN * max(1.0, amplification)
+    )
     assert outputs["logits"].dtype == outputs["probabilities"].dtype == "float32"
 
 
@@ -105,8 +116,9 @@ def test_head_of_another_label_count_is_not_loaded(tmp_path):
     prefix = save_tf1_checkpoint(mnli, tmp_path / "model.ckpt-1")
     rte = AlbertClassifier(config, num_labels=2)
     assert not initialize_from_checkpoint(rte, prefix)
-    np.testing.assert_array_equal(rte.backbone(inputs)["pooled_output"],
-                                  mnli.backbone(inputs)["pooled_output"])
+    np.testing.assert_array_equal(
+        rte.backbone(inputs)["pooled_output"], mnli.backbone(inputs)["pooled_output"]
+    )
     same = AlbertClassifier(config, num_labels=3)
     assert initialize_from_checkpoint(same, prefix)
     np.testing.assert_array_equal(same(inputs)["logits"], mnli(inputs)["logits"])
@@ -115,7 +127,9 @@ def test_head_of_another_label_count_is_not_loaded(tmp_path):
 def test_backbone_mismatch_lists_problems():
     config, _, _ = golden()
     wrong = AlbertConfig.from_dict({**config.to_dict(), "intermediate_size": 48})
-    with pytest.raises(CheckpointMismatchError, match=r"shape mismatch: .*ffn_1/intermediate/dense/kernel"):
+    with pytest.raises(
+        CheckpointMismatchError, match=r"shape mismatch: .*ffn_1/intermediate/dense/kernel"
+    ):
         initialize_from_checkpoint(AlbertClassifier(wrong, 2), SHARED)
 
 
@@ -125,8 +139,9 @@ def test_init_from_our_keras_pretrainer(tmp_path):
     pretrainer.save(tmp_path / "pretrained.keras")
     model = AlbertClassifier(config, num_labels=2)
     assert not initialize_from_checkpoint(model, tmp_path / "pretrained.keras")
-    assert_close_to_scale(model.backbone(inputs)["pooled_output"], expected["pooled_output"],
-                          GOLDEN)
+    assert_close_to_scale(
+        model.backbone(inputs)["pooled_output"], expected["pooled_output"], GOLDEN
+    )
     with pytest.raises(FileNotFoundError, match="nothing.keras"):
         initialize_from_checkpoint(model, tmp_path / "nothing.keras")
 
@@ -138,8 +153,9 @@ def test_keras_file_loads_in_safe_mode(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "classifier.keras", safe_mode=True)
     assert isinstance(loaded, AlbertClassifier) and loaded.num_labels == 3
     assert loaded.get_config() == model.get_config()
-    assert_close_to_scale(loaded(inputs)["probabilities"], model(inputs)["probabilities"],
-                          SAME_MODEL)
+    assert_close_to_scale(
+        loaded(inputs)["probabilities"], model(inputs)["probabilities"], SAME_MODEL
+    )
 
 
 def test_regression_head_outputs_one_score():

@@ -23,8 +23,14 @@ SHORT_LINE = r"^\d\d:\d\d:\d\d "
 def _run(script: str, *args: str, **env) -> subprocess.CompletedProcess:
     # As a user's shell would run it: without the TF_CPP_MIN_LOG_LEVEL the test session sets.
     environ = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    return subprocess.run([sys.executable, str(REPO / "pipelines" / script), *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=300, env={**environ, **env})
+    return subprocess.run(
+        [sys.executable, str(REPO / "pipelines" / script), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**environ, **env},
+    )
 
 
 def test_tensorflow_log_level_defaults_to_errors_only_but_the_users_setting_wins():
@@ -37,22 +43,33 @@ def test_tensorflow_log_level_defaults_to_errors_only_but_the_users_setting_wins
 
 
 def test_only_the_known_startup_lines_are_dropped():
-    banner = "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
-    no_driver = ("I0000 00:00:1795423136.039159    3609 cudart_stub.cc:31] Could not find cuda "
-                 "drivers on your machine, GPU will not be used.\n")
-    cuinit = ("E0000 00:00:1795423203.972110    4279 cuda_platform.cc:52] failed call to cuInit: "
-              "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n")
+    banner = (
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+    )
+    no_driver = (
+        "I0000 00:00:1795423136.039159    3609 cudart_stub.cc:31] Could not find cuda "
+        "drivers on your machine, GPU will not be used.\n"
+    )
+    cuinit = (
+        "E0000 00:00:1795423203.972110    4279 cuda_platform.cc:52] failed call to cuInit: "
+        "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n"
+    )
     other = "E0000 00:00:1795423203.972110    4279 some_op.cc:10] a real error\n"
     assert _cli.without_startup_noise([banner, no_driver, cuinit, other, "text\n"]) == [
-        other, "text\n"]
+        other,
+        "text\n",
+    ]
     # Without the missing-driver line first, a failing cuInit is news: it stays.
     assert _cli.without_startup_noise([banner, cuinit]) == [cuinit]
 
 
 def test_tensorflow_cli_prints_short_lines_only(tmp_path):
-    result = _run("convert_checkpoint.py", f"--tf1_checkpoint={SHARED}",
-                  f"--albert_config_file={SHARED / 'albert_config.json'}",
-                  f"--output={tmp_path / 'tiny.keras'}")
+    result = _run(
+        "convert_checkpoint.py",
+        f"--tf1_checkpoint={SHARED}",
+        f"--albert_config_file={SHARED / 'albert_config.json'}",
+        f"--output={tmp_path / 'tiny.keras'}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     output = result.stdout + result.stderr
     assert not CPP_OR_ABSL_PREFIX.search(output), output
@@ -62,8 +79,13 @@ def test_tensorflow_cli_prints_short_lines_only(tmp_path):
 
 
 def test_verbosity_brings_back_absl_prefixes(tmp_path):
-    flags = [f"--input_file={CORPUS}", f"--spm_model_file={SPM}", "--max_seq_length=16",
-             "--dupe_factor=1", "--num_workers=1"]
+    flags = [
+        f"--input_file={CORPUS}",
+        f"--spm_model_file={SPM}",
+        "--max_seq_length=16",
+        "--dupe_factor=1",
+        "--num_workers=1",
+    ]
     short = _run("create_pretraining_data.py", *flags, f"--output_file={tmp_path}/a.tfrecord")
     assert short.returncode == 0, short.stderr
     assert re.search(SHORT_LINE + "wrote ", short.stderr, re.MULTILINE), short.stderr
@@ -71,8 +93,10 @@ def test_verbosity_brings_back_absl_prefixes(tmp_path):
     # max_predictions_per_seq follows the short max_seq_length down.
     summary = json.loads((tmp_path / "a.summary.json").read_text())
     assert summary["settings"]["max_predictions_per_seq"] == 16
-    verbose = _run("create_pretraining_data.py", *flags, f"--output_file={tmp_path}/b.tfrecord",
-                   "-v", "1")
+    verbose = _run(
+        "create_pretraining_data.py", *flags, f"--output_file={tmp_path}/b.tfrecord", "-v", "1"
+    )
     assert verbose.returncode == 0, verbose.stderr
-    assert re.search(r"^I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+\.py:\d+\] wrote ", verbose.stderr,
-                     re.MULTILINE), verbose.stderr
+    assert re.search(
+        r"^I\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+\.py:\d+\] wrote ", verbose.stderr, re.MULTILINE
+    ), verbose.stderr

@@ -13,14 +13,21 @@ GROUPED = ROOT / "tests/fixtures/original_checkpoints/albert_tiny_grouped"
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, str(ROOT / "pipelines/convert_checkpoint.py"), *args],
-                          capture_output=True, text=True, cwd="/")
+    return subprocess.run(
+        [sys.executable, str(ROOT / "pipelines/convert_checkpoint.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
 
 
 def test_round_trip_through_the_cli(tmp_path):
     keras_file = tmp_path / "tiny.keras"
-    result = run_cli(f"--tf1_checkpoint={GROUPED}", f"--albert_config_file={GROUPED}/albert_config.json",
-                     f"--output={keras_file}")
+    result = run_cli(
+        f"--tf1_checkpoint={GROUPED}",
+        f"--albert_config_file={GROUPED}/albert_config.json",
+        f"--output={keras_file}",
+    )
     assert result.returncode == 0, result.stderr
     result = run_cli(f"--keras_model={keras_file}", f"--output={tmp_path}/tf1/model.ckpt")
     assert result.returncode == 0, result.stderr

@@ -16,20 +16,32 @@ def _read(paths, **config):
 
 
 def _by_reason(skips):
-    return {(os.path.basename(e["file"]), e["reason"]): (e["count"], e["first_lines"]) for e in skips.entries()}
+    return {
+        (os.path.basename(e["file"]), e["reason"]): (e["count"], e["first_lines"])
+        for e in skips.entries()
+    }
 
 
 def test_sentence_format_documents(tmp_path):
     a = tmp_path / "a.txt"
-    a.write_bytes(b"\xef\xbb\xbfFirst one.\r\nSecond one.\r\n\r\n  \t \n\nThird.\n\u0301\u0300\n".replace(
-        b"\\u0301\\u0300", "\u0301\u0300".encode()))
+    a.write_bytes(
+        b"\xef\xbb\xbfFirst one.\r\nSecond one.\r\n\r\n  \t \n\nThird.\n\u0301\u0300\n".replace(
+            b"\\u0301\\u0300", "\u0301\u0300".encode()
+        )
+    )
     b = tmp_path / "b.txt"
     b.write_text("Fourth.\nFifth.")  # no blank line before a.txt's end nor trailing newline here
     docs, skips = _read([a, b])
-    assert [d.sentences for d in docs] == [["First one.", "Second one."], ["Third."], ["Fourth.", "Fifth."]]
+    assert [d.sentences for d in docs] == [
+        ["First one.", "Second one."],
+        ["Third."],
+        ["Fourth.", "Fifth."],
+    ]
     assert [d.index for d in docs] == [0, 1, 2]
     assert docs[0].source.endswith("a.txt:1") and docs[1].source.endswith("a.txt:6")
-    assert skips.entries() == []  # a line of only combining marks is a document break, as after preprocess_text
+    assert (
+        skips.entries() == []
+    )  # a line of only combining marks is a document break, as after preprocess_text
 
 
 def test_documents_are_capped_at_a_line(tmp_path):
@@ -37,17 +49,25 @@ def test_documents_are_capped_at_a_line(tmp_path):
     path.write_text("".join(f"sentence number {i:04d}\n" for i in range(100)))  # 20 chars each
     docs, _ = _read([path], max_document_chars=200)
     assert [len(d.sentences) for d in docs] == [10] * 10
-    assert [s for d in docs for s in d.sentences] == [f"sentence number {i:04d}" for i in range(100)]
+    assert [s for d in docs for s in d.sentences] == [
+        f"sentence number {i:04d}" for i in range(100)
+    ]
 
 
 def test_paragraph_format_joins_wrapped_lines_and_splits_sentences(tmp_path):
     path = tmp_path / "book.txt"
-    path.write_bytes(b"Mrs. Hurst thought the\r\nsame. She left at\r\nnoon!\r\n\r\n"
-                     b"\"Is it?\" he asked.\r\n\r\n\r\nThe end")
+    path.write_bytes(
+        b"Mrs. Hurst thought the\r\nsame. She left at\r\nnoon!\r\n\r\n"
+        b"\"Is it?\" he asked.\r\n\r\n\r\nThe end"
+    )
     docs, _ = _read([path], input_format="paragraphs")
     assert len(docs) == 1
-    assert docs[0].sentences == ["Mrs. Hurst thought the same.", "She left at noon!", "\"Is it?\" he asked.",
-                                 "The end"]
+    assert docs[0].sentences == [
+        "Mrs. Hurst thought the same.",
+        "She left at noon!",
+        "\"Is it?\" he asked.",
+        "The end",
+    ]
 
 
 def test_paragraph_documents_are_capped_at_a_paragraph(tmp_path):
@@ -69,12 +89,15 @@ def test_gzip_input(tmp_path):
 def test_bad_lines_are_skipped_counted_and_located(tmp_path, caplog):
     path = tmp_path / "bad.txt"
     huge = b"x" * (3 * 1024 * 1024)
-    path.write_bytes(b"Good one.\n"                  # 1
-                     b"Bad \xff\xfe utf8.\n"         # 2
-                     b"Has a NUL \x00 byte.\n"       # 3
-                     + huge + b"\n"                  # 4: megabytes
-                     + b"Good two.\n"                # 5
-                     + huge)                         # 6: megabytes, no newline at the end
+    path.write_bytes(
+        b"Good one.\n"  # 1
+        b"Bad \xff\xfe utf8.\n"  # 2
+        b"Has a NUL \x00 byte.\n"  # 3
+        + huge
+        + b"\n"  # 4: megabytes
+        + b"Good two.\n"  # 5
+        + huge
+    )  # 6: megabytes, no newline at the end
     docs, skips = _read([path], max_line_bytes=1000)
     assert [d.sentences for d in docs] == [["Good one.", "Good two."]]
     reasons = _by_reason(skips)

@@ -31,9 +31,15 @@ SEEDS = range(12345, 12355)
 def _fixture_flags(tmp_path, seed):
     # The fixture's flags: --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=2, defaults otherwise.
     return pipeline.DataPrepConfig(
-        input_file=str(CORPUS), output_file=str(tmp_path / f"seed{seed}.tfrecord"), spm_model_file=str(SPM),
-        random_seed=seed, dupe_factor=2, pair=instances.PairConfig(max_seq_length=128),
-        masking=instances.MaskingConfig(max_predictions_per_seq=20), num_workers=1)
+        input_file=str(CORPUS),
+        output_file=str(tmp_path / f"seed{seed}.tfrecord"),
+        spm_model_file=str(SPM),
+        random_seed=seed,
+        dupe_factor=2,
+        pair=instances.PairConfig(max_seq_length=128),
+        masking=instances.MaskingConfig(max_predictions_per_seq=20),
+        num_workers=1,
+    )
 
 
 def _decoded(path):
@@ -68,7 +74,9 @@ def test_statistics_match_the_original(ours, golden):
     assert abs(mean("mean_real_length") / theirs["mean_real_length"] - 1) <= 0.04
     assert abs(mean("predictions_per_instance") / theirs["predictions_per_instance"] - 1) <= 0.04
     for kind in ("mask", "kept", "random"):
-        assert abs(mean("replacement_shares", kind) - theirs["replacement_shares"][kind]) <= 0.02, kind
+        assert abs(mean("replacement_shares", kind) - theirs["replacement_shares"][kind]) <= 0.02, (
+            kind
+        )
     for run in ("1", "2", "3", "4+"):
         assert abs(mean("run_shares", run) - theirs["run_shares"][run]) <= 0.03, run
     # Every single seed is also within the tolerances wider than the seed-to-seed spread.
@@ -85,36 +93,73 @@ def test_summary_agrees_with_what_the_records_show(ours):
         assert summary["instances"] == inferred["instances"] == len(decoded)
         assert summary["sop_label_1_share"] == pytest.approx(inferred["sop_label_1_share"])
         assert summary["mean_real_length"] == pytest.approx(inferred["mean_real_length"])
-        assert summary["predictions_per_instance"] == pytest.approx(inferred["predictions_per_instance"])
-        for kind in ("mask", "kept", "random"):  # only random picks of [MASK] or the label itself differ
-            assert summary["replacement_shares"][kind] == pytest.approx(inferred["replacement_shares"][kind],
-                                                                        abs=2e-3)
+        assert summary["predictions_per_instance"] == pytest.approx(
+            inferred["predictions_per_instance"]
+        )
+        for kind in (
+            "mask",
+            "kept",
+            "random",
+        ):  # only random picks of [MASK] or the label itself differ
+            assert summary["replacement_shares"][kind] == pytest.approx(
+                inferred["replacement_shares"][kind], abs=2e-3
+            )
 
 
 def _schema(decoded_records):
     shapes = set()
     for features in decoded_records:
-        shapes.add(tuple((name, len(values), type(values[0]).__name__) for name, values in features.items()))
+        shapes.add(
+            tuple(
+                (name, len(values), type(values[0]).__name__) for name, values in features.items()
+            )
+        )
     return shapes
 
 
 def test_schema_is_exactly_the_originals(ours, golden):
-    expected = {tuple((name, 1 if name == "next_sentence_labels" else 20 if name.startswith("masked_lm") else 128,
-                       "float" if name == "masked_lm_weights" else "int") for name in records.WIRE_ORDER)}
+    expected = {
+        tuple(
+            (
+                name,
+                1
+                if name == "next_sentence_labels"
+                else 20
+                if name.startswith("masked_lm")
+                else 128,
+                "float" if name == "masked_lm_weights" else "int",
+            )
+            for name in records.WIRE_ORDER
+        )
+    }
     assert _schema(golden) == expected
     for _, decoded in ours:
         assert _schema(decoded) == expected
-    spec = {name: tf.io.FixedLenFeature([128], tf.int64)
-            for name in ("input_ids", "input_mask", "segment_ids", "token_boundary")}
-    spec.update({name: tf.io.FixedLenFeature([20], tf.int64) for name in ("masked_lm_positions", "masked_lm_ids")})
+    spec = {
+        name: tf.io.FixedLenFeature([128], tf.int64)
+        for name in ("input_ids", "input_mask", "segment_ids", "token_boundary")
+    }
+    spec.update(
+        {
+            name: tf.io.FixedLenFeature([20], tf.int64)
+            for name in ("masked_lm_positions", "masked_lm_ids")
+        }
+    )
     spec["masked_lm_weights"] = tf.io.FixedLenFeature([20], tf.float32)
     spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
     ours_path = pathlib.Path(ours[0][0]["outputs"][0]["file"])
     for path in (GOLDEN, ours_path):
-        batch = next(iter(tf.data.TFRecordDataset(str(path)).batch(64).map(
-            lambda x: tf.io.parse_example(x, spec))))
+        batch = next(
+            iter(
+                tf.data.TFRecordDataset(str(path))
+                .batch(64)
+                .map(lambda x: tf.io.parse_example(x, spec))
+            )
+        )
         mask = batch["input_mask"].numpy()
-        assert batch["input_ids"].shape == (64, 128) and batch["masked_lm_weights"].dtype == tf.float32
+        assert (
+            batch["input_ids"].shape == (64, 128) and batch["masked_lm_weights"].dtype == tf.float32
+        )
         # Real tokens first, then padding; [CLS] first, [SEP] closing each segment.
         assert (np.diff(mask, axis=1) <= 0).all()
         ids, segments = batch["input_ids"].numpy(), batch["segment_ids"].numpy()

@@ -12,10 +12,27 @@ CLS, SEP, MASK = 2, 3, 4
 
 
 def test_start_piece_rule_matches_the_original():
-    starts = ["\u2581the", "\u2581", "<unk>", ",", ".", '"', "(", "1990", "'s", "\u00e9t\u00e9", "\u4e2d", "a1",
-              "x=", "\u2581ing", "£"]
+    starts = [
+        "\u2581the",
+        "\u2581",
+        "<unk>",
+        ",",
+        ".",
+        '"',
+        "(",
+        "1990",
+        "'s",
+        "\u00e9t\u00e9",
+        "\u4e2d",
+        "a1",
+        "x=",
+        "\u2581ing",
+        "£",
+    ]
     continuations = ["ing", "s", "ed", "ABC", "s,", "a-b", "x.", "q!"]
-    assert all(instances.is_start_piece(p) for p in starts), [p for p in starts if not instances.is_start_piece(p)]
+    assert all(instances.is_start_piece(p) for p in starts), [
+        p for p in starts if not instances.is_start_piece(p)
+    ]
     assert not any(instances.is_start_piece(p) for p in continuations)
     assert instances.start_piece_table(["ing", "\u2581a"]) == [False, True]
 
@@ -39,8 +56,14 @@ def test_truncation_keeps_the_originals_lengths_and_windows():
         expected_a, expected_b = list(a), list(b)
         _original_truncate(expected_a, expected_b, limit, random.Random(seed))
         got_a, got_b = instances.truncate_seq_pair(a, b, limit, random.Random(seed))
-        assert (len(got_a), len(got_b)) == (len(expected_a), len(expected_b))  # who loses what is fixed
-        assert got_a == a[a.index(got_a[0]):][:len(got_a)] and got_b == b[b.index(got_b[0]):][:len(got_b)]
+        assert (len(got_a), len(got_b)) == (
+            len(expected_a),
+            len(expected_b),
+        )  # who loses what is fixed
+        assert (
+            got_a == a[a.index(got_a[0]) :][: len(got_a)]
+            and got_b == b[b.index(got_b[0]) :][: len(got_b)]
+        )
 
 
 def test_truncation_has_the_originals_distribution():
@@ -53,7 +76,9 @@ def test_truncation_has_the_originals_distribution():
         exp_a, exp_b = list(a), list(b)
         _original_truncate(exp_a, exp_b, limit, random.Random(seed + 10**6))
         original[(exp_a[0], exp_b[0])] += 1
-    total_variation = sum(abs(ours[k] - original[k]) for k in ours.keys() | original.keys()) / (2 * draws)
+    total_variation = sum(abs(ours[k] - original[k]) for k in ours.keys() | original.keys()) / (
+        2 * draws
+    )
     assert total_variation < 0.05, total_variation  # sampling noise alone is ~0.02 here
     assert len(ours) > 20  # many windows, not a degenerate cut
 
@@ -95,7 +120,9 @@ def test_pairs_follow_sop_rules():
 def test_single_sentence_chunk_leaks_a_random_document_by_default():
     docs = [[list(range(1000, 1010))], [list(range(2000, 2030)), list(range(2030, 2040))]]
     for seed in range(20):
-        pairs, _ = instances.create_pairs_from_document(docs, 0, PairConfig(max_seq_length=64), random.Random(seed))
+        pairs, _ = instances.create_pairs_from_document(
+            docs, 0, PairConfig(max_seq_length=64), random.Random(seed)
+        )
         assert len(pairs) == 1
         pair = pairs[0]
         assert pair.random_document and pair.label == 1
@@ -108,7 +135,9 @@ def test_single_sentence_chunk_split_when_leak_is_off():
     config = PairConfig(max_seq_length=64, single_sentence_random_doc=False)
     labels = collections.Counter()
     for seed in range(200):
-        pairs, dropped = instances.create_pairs_from_document(docs, 0, config, random.Random(seed), word_start)
+        pairs, dropped = instances.create_pairs_from_document(
+            docs, 0, config, random.Random(seed), word_start
+        )
         assert dropped == 0 and len(pairs) == 1
         p = pairs[0]
         assert not p.random_document
@@ -117,13 +146,18 @@ def test_single_sentence_chunk_split_when_leak_is_off():
         assert word_start[second[0]]  # cut at a word start
         labels[p.label] += 1
     assert 70 < labels[1] < 130
-    pairs, dropped = instances.create_pairs_from_document(docs, 2, config, random.Random(0), word_start)
+    pairs, dropped = instances.create_pairs_from_document(
+        docs, 2, config, random.Random(0), word_start
+    )
     assert pairs == [] and dropped == 1
 
 
 def test_nsp_mode_puts_unused_sentences_back():
     # Sentences of 5 tokens and a target of 125: chunks fit exactly, so nothing is truncated away.
-    docs = [_document(random.Random(2), 60, 5, 5), _document(random.Random(3), 60, 5, 5, base=50000)]
+    docs = [
+        _document(random.Random(2), 60, 5, 5),
+        _document(random.Random(3), 60, 5, 5, base=50000),
+    ]
     config = PairConfig(max_seq_length=128, short_seq_prob=0.0, random_next_sentence=True)
     kinds = collections.Counter()
     for seed in range(20):
@@ -144,12 +178,24 @@ def _masker(config=MaskingConfig(), vocab=30000, word_start=None):
 
 
 def _sequence(num_a, num_b, first_id=100):
-    return [CLS, *range(first_id, first_id + num_a), SEP, *range(first_id + num_a, first_id + num_a + num_b), SEP]
+    return [
+        CLS,
+        *range(first_id, first_id + num_a),
+        SEP,
+        *range(first_id + num_a, first_id + num_a + num_b),
+        SEP,
+    ]
 
 
 def test_budget_boundary_and_specials():
     masker = _masker()
-    for length, expected in [(5, 1), (20, 3), (30, 4), (128, 19), (512, 20)]:  # round() is banker's: 4.5 -> 4
+    for length, expected in [
+        (5, 1),
+        (20, 3),
+        (30, 4),
+        (128, 19),
+        (512, 20),
+    ]:  # round() is banker's: 4.5 -> 4
         tokens = _sequence(length // 2 - 1, length - length // 2 - 2)
         assert len(tokens) == length
         inst = masker.mask(tokens, length // 2 + 1, 0, random.Random(length))
@@ -182,7 +228,9 @@ def test_ngram_lengths_follow_one_over_n():
     total = sum(spans.values())
     for n, p in [(1, 6 / 11), (2, 3 / 11), (3, 2 / 11)]:
         assert abs(spans[n] / total - p) < 0.02, (n, spans)
-    assert MaskingConfig(favor_shorter_ngram=False).ngram_cumulative() == pytest.approx([2 / 11, 5 / 11, 1.0])
+    assert MaskingConfig(favor_shorter_ngram=False).ngram_cumulative() == pytest.approx(
+        [2 / 11, 5 / 11, 1.0]
+    )
 
 
 def test_replacements_are_80_10_10_uniform_over_the_whole_vocabulary():
@@ -192,8 +240,11 @@ def test_replacements_are_80_10_10_uniform_over_the_whole_vocabulary():
     for seed in range(100):
         inst = masker.mask(tokens, 302, 0, random.Random(seed))
         kinds.update(dict(zip(("mask", "kept", "random"), inst.replacements)))
-        random_ids.update(inst.input_ids[p] for p in inst.masked_positions
-                          if inst.input_ids[p] not in (MASK, tokens[p]))
+        random_ids.update(
+            inst.input_ids[p]
+            for p in inst.masked_positions
+            if inst.input_ids[p] not in (MASK, tokens[p])
+        )
         assert sum(inst.replacements) == len(inst.masked_positions) == 200
     total = sum(kinds.values())
     assert abs(kinds["mask"] / total - 0.8) < 0.01
@@ -227,6 +278,8 @@ def test_zero_masking_probability_gives_no_predictions():
 
 def test_build_instance_packs_cls_a_sep_b_sep():
     pair = instances.SentencePair([10, 11], [12, 13, 14], 1)
-    inst = instances.build_instance(pair, _masker(MaskingConfig(masked_lm_prob=0.0)), random.Random(0))
+    inst = instances.build_instance(
+        pair, _masker(MaskingConfig(masked_lm_prob=0.0)), random.Random(0)
+    )
     assert inst.input_ids == [CLS, 10, 11, SEP, 12, 13, 14, SEP]
     assert inst.num_segment_a == 4 and inst.sop_label == 1

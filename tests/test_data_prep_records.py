@@ -35,7 +35,9 @@ def test_reencoding_the_original_file_gives_the_same_bytes():
     encoder = records.PretrainingExampleEncoder(128, 20, 30000)
     golden = _golden_records()
     assert len(golden) == 1836
-    rebuilt = [records.frame_record(encoder.encode(**_fields(records.decode_example(r)))) for r in golden]
+    rebuilt = [
+        records.frame_record(encoder.encode(**_fields(records.decode_example(r)))) for r in golden
+    ]
     assert b"".join(rebuilt) == GOLDEN.read_bytes()
     assert all(records.encode_example(records.decode_example(r)) == r for r in golden[:50])
 
@@ -52,9 +54,14 @@ def _random_instance(rng: random.Random, max_seq_length=128, max_pred=20):
     ids = [rng.randint(0, 29999) for _ in range(length)]
     num_pred = rng.randint(0, max_pred)
     positions = sorted(rng.sample(range(1, length), min(num_pred, length - 1)))
-    return dict(input_ids=ids, num_segment_a=num_a, token_boundary=[rng.randint(0, 1) for _ in range(length)],
-                masked_positions=positions, masked_label_ids=[rng.randint(0, 29999) for _ in positions],
-                sop_label=rng.randint(0, 1))
+    return dict(
+        input_ids=ids,
+        num_segment_a=num_a,
+        token_boundary=[rng.randint(0, 1) for _ in range(length)],
+        masked_positions=positions,
+        masked_label_ids=[rng.randint(0, 29999) for _ in positions],
+        sop_label=rng.randint(0, 1),
+    )
 
 
 def _tf_example(inst, max_seq_length, max_pred):
@@ -68,12 +75,17 @@ def _tf_example(inst, max_seq_length, max_pred):
     feature = {
         "input_ids": ints(inst["input_ids"] + [0] * pad),
         "input_mask": ints([1] * length + [0] * pad),
-        "segment_ids": ints([0] * inst["num_segment_a"] + [1] * (length - inst["num_segment_a"]) + [0] * pad),
+        "segment_ids": ints(
+            [0] * inst["num_segment_a"] + [1] * (length - inst["num_segment_a"]) + [0] * pad
+        ),
         "token_boundary": ints(inst["token_boundary"] + [0] * pad),
         "masked_lm_positions": ints(inst["masked_positions"] + [0] * pred_pad),
         "masked_lm_ids": ints(inst["masked_label_ids"] + [0] * pred_pad),
-        "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(
-            value=[1.0] * len(inst["masked_positions"]) + [0.0] * pred_pad)),
+        "masked_lm_weights": tf.train.Feature(
+            float_list=tf.train.FloatList(
+                value=[1.0] * len(inst["masked_positions"]) + [0.0] * pred_pad
+            )
+        ),
         "next_sentence_labels": ints([inst["sop_label"]]),
     }
     return tf.train.Example(features=tf.train.Features(feature=feature))
@@ -83,12 +95,18 @@ def _tf_example(inst, max_seq_length, max_pred):
 def test_our_bytes_equal_tf_examples_and_parse_with_tf(max_seq_length, max_pred):
     rng = random.Random(7)
     encoder = records.PretrainingExampleEncoder(max_seq_length, max_pred, 30000)
-    spec = {name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
-            for name in ("input_ids", "input_mask", "segment_ids", "token_boundary")}
-    spec.update({"masked_lm_positions": tf.io.FixedLenFeature([max_pred], tf.int64),
-                 "masked_lm_ids": tf.io.FixedLenFeature([max_pred], tf.int64),
-                 "masked_lm_weights": tf.io.FixedLenFeature([max_pred], tf.float32),
-                 "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64)})
+    spec = {
+        name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
+        for name in ("input_ids", "input_mask", "segment_ids", "token_boundary")
+    }
+    spec.update(
+        {
+            "masked_lm_positions": tf.io.FixedLenFeature([max_pred], tf.int64),
+            "masked_lm_ids": tf.io.FixedLenFeature([max_pred], tf.int64),
+            "masked_lm_weights": tf.io.FixedLenFeature([max_pred], tf.float32),
+            "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+        }
+    )
     for _ in range(5):
         inst = _random_instance(rng, max_seq_length, max_pred)
         ours = encoder.encode(**inst)
@@ -96,10 +114,14 @@ def test_our_bytes_equal_tf_examples_and_parse_with_tf(max_seq_length, max_pred)
         parsed_by_tf = tf.train.Example.FromString(ours)
         assert parsed_by_tf == expected
         # Map order aside (protobuf leaves it to the implementation), the bytes are TF's own.
-        assert parsed_by_tf.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
+        assert parsed_by_tf.SerializeToString(deterministic=True) == expected.SerializeToString(
+            deterministic=True
+        )
         parsed = tf.io.parse_single_example(ours, spec)
-        expected_values = {k: np.asarray(v.int64_list.value or v.float_list.value)
-                           for k, v in expected.features.feature.items()}
+        expected_values = {
+            k: np.asarray(v.int64_list.value or v.float_list.value)
+            for k, v in expected.features.feature.items()
+        }
         for name, value in parsed.items():
             np.testing.assert_array_equal(value.numpy(), expected_values[name], err_msg=name)
 
@@ -125,11 +147,18 @@ def test_corrupt_record_is_named(tmp_path):
 
 
 def test_generic_encoder_round_trips_extreme_values():
-    features = {"input_ids": [0, 1, 127, 128, 2**31, 2**63 - 1, -1, -(2**63)], "masked_lm_weights": [0.5, -2.0]}
+    features = {
+        "input_ids": [0, 1, 127, 128, 2**31, 2**63 - 1, -1, -(2**63)],
+        "masked_lm_weights": [0.5, -2.0],
+    }
     decoded = records.decode_example(records.encode_example(features))
     assert decoded == features
-    assert tf.train.Example.FromString(records.encode_example(features)).features.feature[
-        "input_ids"].int64_list.value == features["input_ids"]
+    assert (
+        tf.train.Example.FromString(records.encode_example(features))
+        .features.feature["input_ids"]
+        .int64_list.value
+        == features["input_ids"]
+    )
 
 
 def test_encoder_rejects_oversized_inputs():

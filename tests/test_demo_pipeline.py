@@ -16,8 +16,13 @@ def test_quick_demo_runs_every_stage_and_reuses_them(tmp_path, capsys):
     settings = demo_pipeline.DemoSettings.quick(str(tmp_path / "demo"))
     summary = demo_pipeline.run(settings)
     stages = sorted(p.name for p in (tmp_path / "demo" / "stages").iterdir())
-    assert stages == ["1_vocab.json", "2_records.json", "3_pretrain.json", "4_baseline.json",
-                      "5_export.json"]
+    assert stages == [
+        "1_vocab.json",
+        "2_records.json",
+        "3_pretrain.json",
+        "4_baseline.json",
+        "5_export.json",
+    ]
     assert pathlib.Path(summary["vocab"]["spm_model_file"]).exists()
     assert summary["records"]["train"]["instances"] > 100
     assert summary["records"]["heldout"]["instances"] > 10
@@ -41,16 +46,19 @@ def test_quick_demo_runs_every_stage_and_reuses_them(tmp_path, capsys):
 @pytest.mark.slow
 def test_default_demo_beats_the_unigram_baseline(tmp_path):
     """The README's main command at full size (under 10 minutes on 2 CPU cores)."""
-    script = ("import sys; sys.path.insert(0, %r)\n"
-              "from pipelines import demo_pipeline as d\n"
-              "import json\n"
-              "s = d.run(d.DemoSettings(output_dir=%r))\n"
-              "e = s['pretraining']['eval']\n"
-              "print('RESULT', json.dumps({'acc': e['masked_lm_accuracy'],"
-              " 'sop': e['sentence_order_accuracy'],"
-              " 'base': s['baseline']['unigram_mlm_accuracy']}))" % (str(ROOT), str(tmp_path)))
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=1500)
+    script = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "from pipelines import demo_pipeline as d\n"
+        "import json\n"
+        "s = d.run(d.DemoSettings(output_dir=%r))\n"
+        "e = s['pretraining']['eval']\n"
+        "print('RESULT', json.dumps({'acc': e['masked_lm_accuracy'],"
+        " 'sop': e['sentence_order_accuracy'],"
+        " 'base': s['baseline']['unigram_mlm_accuracy']}))" % (str(ROOT), str(tmp_path))
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=1500
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     numbers = json.loads(result.stdout.split("RESULT", 1)[1])
     assert numbers["acc"] > 1.5 * numbers["base"]

@@ -39,9 +39,21 @@ INPUTS = ("input_ids", "input_mask", "segment_ids")
 def tiny_config(**overrides):
     """Real vocabulary, tiny width. initializer_range 0.2 (not 0.02) so that outputs depend on
     the input: at 0.02 the pooled output varies across sentences by 0.0004, a vacuous check."""
-    return AlbertConfig(**{**dict(vocab_size=30000, embedding_size=16, hidden_size=32,
-                                  num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                                  max_position_embeddings=128, initializer_range=0.2), **overrides})
+    return AlbertConfig(
+        **{
+            **dict(
+                vocab_size=30000,
+                embedding_size=16,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=64,
+                max_position_embeddings=128,
+                initializer_range=0.2,
+            ),
+            **overrides,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +77,17 @@ def sentences(tokenizer):
 @pytest.fixture(scope="module")
 def exported(model, tmp_path_factory):
     out = tmp_path_factory.mktemp("export")
-    config = ExportConfig(output_dir=str(out), model_name="tiny", version=3, max_seq_length=SEQ,
-                          max_predictions_per_seq=PREDICTIONS, spm_model_file=str(SPM),
-                          formats=("saved_model", "tflite_fp32"),
-                          representative_data=str(CORPUS), latency_runs=5)
+    config = ExportConfig(
+        output_dir=str(out),
+        model_name="tiny",
+        version=3,
+        max_seq_length=SEQ,
+        max_predictions_per_seq=PREDICTIONS,
+        spm_model_file=str(SPM),
+        formats=("saved_model", "tflite_fp32"),
+        representative_data=str(CORPUS),
+        latency_runs=5,
+    )
     report = export_model(serving_head("pretrainer", model), config)
     return out, report
 
@@ -81,18 +100,27 @@ def keras_reference(model, examples):
 def test_layout_report_and_no_leftovers(exported):
     out, report = exported
     assert sorted(p.name for p in out.iterdir()) == [
-        "export_report_tiny_3.json", "tiny", "tiny_preprocessing", "tiny_text", "tiny_tflite"]
+        "export_report_tiny_3.json",
+        "tiny",
+        "tiny_preprocessing",
+        "tiny_text",
+        "tiny_tflite",
+    ]
     assert (out / "tiny" / "3" / "saved_model.pb").is_file()
     assert (out / "tiny_tflite" / "3" / "tiny_fp32.tflite").is_file()
     assert json.loads((out / "export_report_tiny_3.json").read_text()) == report
-    assert report["verification"] == {"source": str(CORPUS), "num_examples": 256,
-                                      "num_calibration_examples": 100}
+    assert report["verification"] == {
+        "source": str(CORPUS),
+        "num_examples": 256,
+        "num_calibration_examples": 100,
+    }
     for key in ("saved_model", "preprocessing", "text", "tflite_fp32"):
         assert report["artifacts"][key]["failures"] == [], key
         assert report["artifacts"][key]["size_bytes"] > 0
     fp32 = report["artifacts"]["tflite_fp32"]
     assert fp32["figures"]["max_abs_diff/mlm_logits"] <= scaled_limit(
-        fp32["figures"]["max_abs/mlm_logits"], ParityThresholds().fp32_relative_diff)
+        fp32["figures"]["max_abs/mlm_logits"], ParityThresholds().fp32_relative_diff
+    )
     for threads in ("threads_1", "threads_2"):
         latency = fp32["latency_batch1"][threads]
         assert 0 < latency["p50_ms"] <= latency["p90_ms"]
@@ -102,19 +130,27 @@ def test_saved_model_signatures_names_dtypes_shapes(exported):
     loaded = tf.saved_model.load(str(exported[0] / "tiny" / "3"))
     assert sorted(loaded.signatures) == ["mlm", "serve_examples", "serving_default", "sop"]
     ids = tf.TensorSpec([None, None], tf.int32)
-    expected_inputs = {"serving_default": INPUTS, "sop": INPUTS,
-                       "mlm": (*INPUTS, "masked_lm_positions")}
+    expected_inputs = {
+        "serving_default": INPUTS,
+        "sop": INPUTS,
+        "mlm": (*INPUTS, "masked_lm_positions"),
+    }
     for name, inputs in expected_inputs.items():
         specs = loaded.signatures[name].structured_input_signature[1]
         assert sorted(specs) == sorted(inputs)
-        assert all(spec.dtype == ids.dtype and spec.shape.as_list() == [None, None]
-                   for spec in specs.values())
+        assert all(
+            spec.dtype == ids.dtype and spec.shape.as_list() == [None, None]
+            for spec in specs.values()
+        )
     examples = loaded.signatures["serve_examples"].structured_input_signature[1]["examples"]
     assert examples.dtype == tf.string and examples.shape.as_list() == [None]
     outputs = {name: sorted(fn.structured_outputs) for name, fn in loaded.signatures.items()}
-    assert outputs == {"serving_default": ["pooled_output", "sequence_output"],
-                       "serve_examples": ["pooled_output", "sequence_output"],
-                       "mlm": ["mlm_logits"], "sop": ["sop_logits"]}
+    assert outputs == {
+        "serving_default": ["pooled_output", "sequence_output"],
+        "serve_examples": ["pooled_output", "sequence_output"],
+        "mlm": ["mlm_logits"],
+        "sop": ["sop_logits"],
+    }
 
 
 _FRESH_PROCESS = textwrap.dedent("""
@@ -137,15 +173,29 @@ _FRESH_PROCESS = textwrap.dedent("""
 
 
 def test_loads_and_matches_keras_in_a_fresh_process_without_tensorflow_text(
-        exported, model, sentences, tmp_path):
+    exported, model, sentences, tmp_path
+):
     from albert_tf.export.savedmodel import serialize_examples
 
     examples, _ = sentences
-    np.savez(tmp_path / "in.npz", **{k: examples[k] for k in INPUTS},
-             positions=examples["masked_lm_positions"], examples=serialize_examples(examples))
-    subprocess.run([sys.executable, "-c", _FRESH_PROCESS, str(exported[0] / "tiny" / "3"),
-                    str(tmp_path / "in.npz"), str(tmp_path / "out.npz")], check=True,
-                   env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+    np.savez(
+        tmp_path / "in.npz",
+        **{k: examples[k] for k in INPUTS},
+        positions=examples["masked_lm_positions"],
+        examples=serialize_examples(examples),
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _FRESH_PROCESS,
+            str(exported[0] / "tiny" / "3"),
+            str(tmp_path / "in.npz"),
+            str(tmp_path / "out.npz"),
+        ],
+        check=True,
+        env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+    )
     got = np.load(tmp_path / "out.npz")
     reference = keras_reference(model, examples)
     assert len(examples["input_ids"]) >= 200
@@ -173,8 +223,10 @@ def test_preprocessing_ids_equal_the_golden_tokenization(exported, tokenizer):
     assert len(cases) == 420
     loaded = tf.saved_model.load(str(exported[0] / "tiny_preprocessing" / "3"))
     single = loaded.signatures["serving_default"](text=tf.constant([c["text"] for c in cases]))
-    pairs = loaded.signatures["pairs"](text_a=tf.constant([c["text"] for c in cases[:-1]]),
-                                       text_b=tf.constant([c["text"] for c in cases[1:]]))
+    pairs = loaded.signatures["pairs"](
+        text_a=tf.constant([c["text"] for c in cases[:-1]]),
+        text_b=tf.constant([c["text"] for c in cases[1:]]),
+    )
     for row, case in enumerate(cases):
         packed = tokenizer.pack(case["ids"], None, SEQ)
         for key in INPUTS:
@@ -186,7 +238,8 @@ def test_preprocessing_ids_equal_the_golden_tokenization(exported, tokenizer):
 
 
 def test_text_model_equals_keras_on_tokenizer_ids_including_empty_and_overlong(
-        exported, model, tokenizer, sentences):
+    exported, model, tokenizer, sentences
+):
     import albert_tf.text.tf_tokenization  # noqa: F401  (registers the tf-text ops to load the model)
 
     texts = [a for a, _ in sentences[1][:40]] + ["", "word " * 500]
@@ -201,24 +254,33 @@ def test_text_model_equals_keras_on_tokenizer_ids_including_empty_and_overlong(
         assert_close_to_scale(got[key].numpy(), reference[key].numpy(), SAME_MODEL, err_msg=key)
 
 
-def test_tflite_fp32_is_builtin_only_and_matches_keras_on_real_sentences(exported, model,
-                                                                         sentences):
+def test_tflite_fp32_is_builtin_only_and_matches_keras_on_real_sentences(
+    exported, model, sentences
+):
     examples, _ = sentences
     path = exported[0] / "tiny_tflite" / "3" / "tiny_fp32.tflite"
     assert not [op for op in op_names(path.read_bytes()) if op.startswith("CUSTOM")]
     interpreter = Interpreter(model_path=str(path), num_threads=2)
     assert interpreter.get_signature_list() == {
-        "serving_default": {"inputs": sorted(INPUTS),
-                            "outputs": ["pooled_output", "sequence_output"]},
+        "serving_default": {
+            "inputs": sorted(INPUTS),
+            "outputs": ["pooled_output", "sequence_output"],
+        },
         "mlm": {"inputs": sorted((*INPUTS, "masked_lm_positions")), "outputs": ["mlm_logits"]},
-        "sop": {"inputs": sorted(INPUTS), "outputs": ["sop_logits"]}}
+        "sop": {"inputs": sorted(INPUTS), "outputs": ["sop_logits"]},
+    }
     reference = keras_reference(model, examples)
-    runners = {name: interpreter.get_signature_runner(name)
-               for name in ("serving_default", "mlm", "sop")}
+    runners = {
+        name: interpreter.get_signature_runner(name) for name in ("serving_default", "mlm", "sop")
+    }
     for i in range(len(examples["input_ids"])):
-        x = {k: examples[k][i:i + 1] for k in INPUTS}
-        got = {**runners["serving_default"](**x), **runners["sop"](**x),
-               **runners["mlm"](**x, masked_lm_positions=examples["masked_lm_positions"][i:i + 1])}
+        x = {k: examples[k][i : i + 1] for k in INPUTS}
+        got = {
+            **runners["serving_default"](**x),
+            **runners["sop"](**x),
+            **runners["mlm"](**x, masked_lm_positions=examples["masked_lm_positions"][i : i + 1]),
+        }
         for key, value in got.items():
-            assert_close_to_scale(value[0], reference[key][i], ParityThresholds().fp32_relative_diff,
-                                  err_msg=key)
+            assert_close_to_scale(
+                value[0], reference[key][i], ParityThresholds().fp32_relative_diff, err_msg=key
+            )

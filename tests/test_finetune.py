@@ -20,9 +20,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 GLUE = FIXTURES / "glue"
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
-TINY = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
-            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+TINY = dict(
+    vocab_size=30000,
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+    hidden_dropout_prob=0.1,
+    attention_probs_dropout_prob=0.1,
+)
 
 
 @pytest.fixture(scope="module")
@@ -33,15 +41,30 @@ def tiny_config_file(tmp_path_factory):
 
 
 def test_recipes_are_run_glue_sh():
-    table = {task: (r["learning_rate"], r["train_batch_size"], r["train_step"], r["warmup_step"],
-                    r["save_checkpoints_steps"]) for task, r in finetuning.RECIPES.items()}
+    table = {
+        task: (
+            r["learning_rate"],
+            r["train_batch_size"],
+            r["train_step"],
+            r["warmup_step"],
+            r["save_checkpoints_steps"],
+        )
+        for task, r in finetuning.RECIPES.items()
+    }
     assert table == {
-        "sst-2": (1e-5, 32, 20935, 1256, 100), "mnli": (3e-5, 128, 10000, 1000, 100),
-        "cola": (1e-5, 16, 5336, 320, 100), "qnli": (1e-5, 32, 33112, 1986, 200),
-        "qqp": (5e-5, 128, 14000, 1000, 100), "rte": (3e-5, 32, 800, 200, 100),
-        "sts-b": (2e-5, 16, 3598, 214, 100), "mrpc": (2e-5, 32, 800, 200, 100)}
-    assert all(r["max_seq_length"] == 512 and r["optimizer"] == "adamw" and r["do_lower_case"]
-               for r in finetuning.RECIPES.values())
+        "sst-2": (1e-5, 32, 20935, 1256, 100),
+        "mnli": (3e-5, 128, 10000, 1000, 100),
+        "cola": (1e-5, 16, 5336, 320, 100),
+        "qnli": (1e-5, 32, 33112, 1986, 200),
+        "qqp": (5e-5, 128, 14000, 1000, 100),
+        "rte": (3e-5, 32, 800, 200, 100),
+        "sts-b": (2e-5, 16, 3598, 214, 100),
+        "mrpc": (2e-5, 32, 800, 200, 100),
+    }
+    assert all(
+        r["max_seq_length"] == 512 and r["optimizer"] == "adamw" and r["do_lower_case"]
+        for r in finetuning.RECIPES.values()
+    )
 
 
 def test_config_checks_and_resolution(tmp_path, tiny_config_file):
@@ -49,41 +72,82 @@ def test_config_checks_and_resolution(tmp_path, tiny_config_file):
         finetuning.FinetuneConfig("rte", "d", "o", str(SPM), train_step=10, warmup_step=11)
     with pytest.raises(ValueError, match="unknown GLUE task"):
         finetuning.FinetuneConfig("ax", "d", "o", str(SPM))
-    config = finetuning.FinetuneConfig("rte", "d", str(tmp_path), str(SPM), max_seq_length=512,
-                                       albert_config_file=str(tiny_config_file))
+    config = finetuning.FinetuneConfig(
+        "rte",
+        "d",
+        str(tmp_path),
+        str(SPM),
+        max_seq_length=512,
+        albert_config_file=str(tiny_config_file),
+    )
     with pytest.raises(ValueError, match="only trained up to 64"):
         finetuning.resolve_albert_config(config)
     model = AlbertClassifier(AlbertConfig(**TINY), num_labels=2)
     model.save(tmp_path / "init.keras")
-    from_keras = finetuning.FinetuneConfig("rte", "d", str(tmp_path), str(SPM), max_seq_length=64,
-                                           init_checkpoint=str(tmp_path / "init.keras"))
+    from_keras = finetuning.FinetuneConfig(
+        "rte",
+        "d",
+        str(tmp_path),
+        str(SPM),
+        max_seq_length=64,
+        init_checkpoint=str(tmp_path / "init.keras"),
+    )
     assert finetuning.resolve_albert_config(from_keras) == AlbertConfig(**TINY)
     release = FIXTURES / "original_checkpoints" / "albert_tiny_shared"  # albert_config.json beside
-    beside = finetuning.FinetuneConfig("rte", "d", str(tmp_path), str(SPM), max_seq_length=64,
-                                       init_checkpoint=str(release / "model.ckpt"))
+    beside = finetuning.FinetuneConfig(
+        "rte",
+        "d",
+        str(tmp_path),
+        str(SPM),
+        max_seq_length=64,
+        init_checkpoint=str(release / "model.ckpt"),
+    )
     assert finetuning.resolve_albert_config(beside) == AlbertConfig.from_json_file(
-        release / "albert_config.json")
-    bare = finetuning.FinetuneConfig("rte", "d", str(tmp_path / "none"), str(SPM),
-                                     init_checkpoint=str(tmp_path / "ckpt" / "model.ckpt"))
+        release / "albert_config.json"
+    )
+    bare = finetuning.FinetuneConfig(
+        "rte",
+        "d",
+        str(tmp_path / "none"),
+        str(SPM),
+        init_checkpoint=str(tmp_path / "ckpt" / "model.ckpt"),
+    )
     with pytest.raises(ValueError, match="no model config: pass albert_config_file"):
         finetuning.resolve_albert_config(bare)
 
 
 def run_cli(*args):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, str(ROOT / "pipelines" / "finetune.py"), *args],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "pipelines" / "finetune.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory, tiny_config_file):
     out = tmp_path_factory.mktemp("finetune") / "sst2"
     result = run_cli(
-        "--recipe=SST-2", f"--data_dir={GLUE}", f"--spm_model_file={SPM}",
-        f"--albert_config_file={tiny_config_file}", f"--output_dir={out}",
-        "--max_seq_length=32", "--train_step=6", "--warmup_step=2", "--save_checkpoints_steps=3",
-        "--train_batch_size=8", "--eval_batch_size=5", "--do_train", "--do_eval", "--do_predict",
-        f"--export_dir={out / 'export'}")
+        "--recipe=SST-2",
+        f"--data_dir={GLUE}",
+        f"--spm_model_file={SPM}",
+        f"--albert_config_file={tiny_config_file}",
+        f"--output_dir={out}",
+        "--max_seq_length=32",
+        "--train_step=6",
+        "--warmup_step=2",
+        "--save_checkpoints_steps=3",
+        "--train_batch_size=8",
+        "--eval_batch_size=5",
+        "--do_train",
+        "--do_eval",
+        "--do_predict",
+        f"--export_dir={out / 'export'}",
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return out, result.stderr
 
@@ -110,8 +174,13 @@ def test_cli_eval_results_label_final_and_best(cli_run):
     assert "best" in results["note"] and "final" in results["note"]
     # Only the best, the final and model.ckpt-best remain.
     indexes = sorted(p.name for p in out.glob("*.index"))
-    assert indexes == sorted({f"model.ckpt-{results['best']['step']}.index", "model.ckpt-6.index",
-                              "model.ckpt-best.index"})
+    assert indexes == sorted(
+        {
+            f"model.ckpt-{results['best']['step']}.index",
+            "model.ckpt-6.index",
+            "model.ckpt-best.index",
+        }
+    )
 
 
 def test_cli_predictions_are_a_glue_submission(cli_run):
@@ -142,8 +211,15 @@ def test_eval_only_rescores_the_saved_checkpoints(cli_run, tmp_path):
     out = tmp_path / "copy"
     shutil.copytree(cli_run[0], out)
     trained = json.loads((out / "eval_results.json").read_text())
-    config = finetuning.FinetuneConfig("sst-2", str(GLUE), str(out), str(SPM), max_seq_length=32,
-                                       eval_batch_size=5, keep_all_checkpoints=True)
+    config = finetuning.FinetuneConfig(
+        "sst-2",
+        str(GLUE),
+        str(out),
+        str(SPM),
+        max_seq_length=32,
+        eval_batch_size=5,
+        keep_all_checkpoints=True,
+    )
     summary = finetuning.run(config, do_train=False, do_eval=True, do_predict=False)
     assert summary["eval"]["final"]["step"] == 6
     assert summary["eval"]["final"]["metrics"] == pytest.approx(trained["final"]["metrics"])
@@ -152,23 +228,39 @@ def test_eval_only_rescores_the_saved_checkpoints(cli_run, tmp_path):
 
 
 def test_regression_task_end_to_end(tmp_path, tiny_config_file):
-    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
-    rows = [f"{i}\tg\tf\ty\to\ts\ts\tthe cat sat {i % 3} .\ta dog ran .\t{i % 5}.000"
-            for i in range(12)]
+    header = (
+        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
+    )
+    rows = [
+        f"{i}\tg\tf\ty\to\ts\ts\tthe cat sat {i % 3} .\ta dog ran .\t{i % 5}.000" for i in range(12)
+    ]
     (tmp_path / "STS-B").mkdir()
     for name in ("train.tsv", "dev.tsv"):
         (tmp_path / "STS-B" / name).write_text("\n".join([header, *rows]) + "\n")
     (tmp_path / "STS-B" / "test.tsv").write_text(
-        "\n".join([header.rsplit("\t", 1)[0], *(r.rsplit("\t", 1)[0] for r in rows[:3])]) + "\n")
+        "\n".join([header.rsplit("\t", 1)[0], *(r.rsplit("\t", 1)[0] for r in rows[:3])]) + "\n"
+    )
     config = finetuning.FinetuneConfig(
-        "sts-b", str(tmp_path), str(tmp_path / "out"), str(SPM),
-        albert_config_file=str(tiny_config_file), max_seq_length=32, train_step=4,
-        save_checkpoints_steps=4, train_batch_size=4, learning_rate=1e-3)
+        "sts-b",
+        str(tmp_path),
+        str(tmp_path / "out"),
+        str(SPM),
+        albert_config_file=str(tiny_config_file),
+        max_seq_length=32,
+        train_step=4,
+        save_checkpoints_steps=4,
+        train_batch_size=4,
+        learning_rate=1e-3,
+    )
     summary = finetuning.run(config, do_train=True, do_eval=True, do_predict=True)
     assert summary["eval"]["selection_metric"] == "pearson"
     assert set(summary["eval"]["best"]["metrics"]) >= {"pearson", "spearman", "MSE"}
     lines = (tmp_path / "out" / "STS-B.tsv").read_text().splitlines()
-    assert lines[0] == "index\tprediction" and [l.split("\t")[0] for l in lines[1:]] == ["0", "1", "2"]
+    assert lines[0] == "index\tprediction" and [l.split("\t")[0] for l in lines[1:]] == [
+        "0",
+        "1",
+        "2",
+    ]
     assert all(np.isfinite(float(l.split("\t")[1])) for l in lines[1:])
 
 
@@ -177,14 +269,20 @@ def test_cli_bad_rows_fail_with_file_and_line_or_are_counted(tmp_path, tiny_conf
     bad = tmp_path / "SST-2" / "train.tsv"
     bad.write_text("sentence\tlabel\ngood .\t1\nodd .\tpositive\n")
     (tmp_path / "SST-2" / "test.tsv").write_text("index\tsentence\n0\tfine .\n1\ttoo\tmany\n")
-    common = [f"--data_dir={tmp_path}", f"--spm_model_file={SPM}", "--task_name=sst-2",
-              f"--albert_config_file={tiny_config_file}", "--max_seq_length=32"]
+    common = [
+        f"--data_dir={tmp_path}",
+        f"--spm_model_file={SPM}",
+        "--task_name=sst-2",
+        f"--albert_config_file={tiny_config_file}",
+        "--max_seq_length=32",
+    ]
     failed = run_cli(*common, f"--output_dir={tmp_path / 'a'}", "--do_train")
     assert failed.returncode == 1
     assert f"MalformedRowError: {bad}:3: unknown label 'positive'" in failed.stderr
     assert "Traceback" not in failed.stderr
-    skipped = run_cli(*common, f"--output_dir={tmp_path / 'b'}", "--do_predict",
-                      "--skip_malformed_rows")
+    skipped = run_cli(
+        *common, f"--output_dir={tmp_path / 'b'}", "--do_predict", "--skip_malformed_rows"
+    )
     assert "test.tsv: skipped 1 malformed rows (first: line 3: expected 2" in skipped.stderr
     # Then prediction stops cleanly: nothing was trained in that output_dir.
     assert skipped.returncode == 1 and "no checkpoint in" in skipped.stderr

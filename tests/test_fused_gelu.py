@@ -25,8 +25,9 @@ def plain_bias_gelu(x, bias):
 @pytest.mark.parametrize("dtype, tolerance", [("float32", FEW_OPS), ("bfloat16", 2e-2)])
 def test_bias_gelu_matches_plain_ops(dtype, tolerance):
     rng = np.random.default_rng(0)
-    x, bias, dy = (tf.constant(rng.normal(0, 2, shape), dtype)
-                   for shape in ((3, 5, 64), (64,), (3, 5, 64)))
+    x, bias, dy = (
+        tf.constant(rng.normal(0, 2, shape), dtype) for shape in ((3, 5, 64), (64,), (3, 5, 64))
+    )
     fused = value_and_gradients(bias_gelu, [x, bias], dy)
     plain = value_and_gradients(plain_bias_gelu, [x, bias], dy)
     for name, got, want in zip(("value", "d x", "d bias"), fused, plain):

@@ -11,8 +11,18 @@ GLUE = pathlib.Path(__file__).parent / "fixtures" / "glue"
 
 
 def test_task_table_is_the_original():
-    assert sorted(glue.TASKS) == ["cola", "mismnli", "mnli", "mrpc", "qnli", "qqp", "rte",
-                                  "sst-2", "sts-b", "wnli"]
+    assert sorted(glue.TASKS) == [
+        "cola",
+        "mismnli",
+        "mnli",
+        "mrpc",
+        "qnli",
+        "qqp",
+        "rte",
+        "sst-2",
+        "sts-b",
+        "wnli",
+    ]
     labels = {name: task.labels for name, task in glue.TASKS.items()}
     assert labels["mnli"] == labels["mismnli"] == ("contradiction", "entailment", "neutral")
     assert labels["rte"] == labels["qnli"] == ("entailment", "not_entailment")
@@ -50,7 +60,9 @@ def test_mrpc_bom_header_and_unbalanced_quote():
     assert first.label == "1" and first.line == 2
     assert first.text_a.startswith("He said the foodservice pie business")
     # Quoting off: the lone opening quote stays, and the row does not swallow the next line.
-    assert first.text_b == '"The foodservice pie business does not fit our long-term growth strategy.'
+    assert (
+        first.text_b == '"The foodservice pie business does not fit our long-term growth strategy.'
+    )
 
 
 def test_rte_rows_starting_with_quotes():
@@ -89,22 +101,40 @@ def _write(tmp_path, folder, name, lines):
 
 
 # Synthetic rows in the GLUE layouts of the tasks absent from the data (headers as GLUE's files).
-MNLI_TRAIN_HEADER = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
-                     "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label")
-MNLI_DEV_HEADER = MNLI_TRAIN_HEADER.replace("label1\tgold_label",
-                                            "label1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label")
+MNLI_TRAIN_HEADER = (
+    "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+    "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label"
+)
+MNLI_DEV_HEADER = MNLI_TRAIN_HEADER.replace(
+    "label1\tgold_label", "label1\tlabel2\tlabel3\tlabel4\tlabel5\tgold_label"
+)
 
 
 def test_mnli_layouts_train_and_both_dev_files(tmp_path):
-    _write(tmp_path, "MNLI", "train.tsv",
-           [MNLI_TRAIN_HEADER, "7\tp\tq\tfiction\tb1\tb2\tp1\tp2\tPremise .\tHypothesis .\tneutral\tneutral"])
+    _write(
+        tmp_path,
+        "MNLI",
+        "train.tsv",
+        [
+            MNLI_TRAIN_HEADER,
+            "7\tp\tq\tfiction\tb1\tb2\tp1\tp2\tPremise .\tHypothesis .\tneutral\tneutral",
+        ],
+    )
     dev_row = "3\tp\tq\tslate\tb1\tb2\tp1\tp2\tA\tB\tneutral\tentailment\tneutral\tneutral\tneutral\tneutral"
     _write(tmp_path, "MNLI", "dev_matched.tsv", [MNLI_DEV_HEADER, dev_row])
-    _write(tmp_path, "MNLI", "dev_mismatched.tsv",
-           [MNLI_DEV_HEADER, dev_row.replace("\tA\tB\t", "\tC\tD\t")])
+    _write(
+        tmp_path,
+        "MNLI",
+        "dev_mismatched.tsv",
+        [MNLI_DEV_HEADER, dev_row.replace("\tA\tB\t", "\tC\tD\t")],
+    )
     (train,) = read_split("mnli", tmp_path, "train").examples
     assert (train.guid, train.text_a, train.text_b, train.label) == (
-        "7", "Premise .", "Hypothesis .", "neutral")
+        "7",
+        "Premise .",
+        "Hypothesis .",
+        "neutral",
+    )
     (matched,) = read_split("mnli", tmp_path, "dev").examples
     (mismatched,) = read_split("mismnli", tmp_path, "dev").examples
     assert (matched.text_a, matched.label) == ("A", "neutral")  # gold_label, the last column
@@ -112,12 +142,24 @@ def test_mnli_layouts_train_and_both_dev_files(tmp_path):
 
 
 def test_qqp_stsb_wnli_layouts(tmp_path):
-    _write(tmp_path, "QQP", "dev.tsv", ["id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
-                                        "5\t11\t12\tHow?\tWhy?\t1"])
-    _write(tmp_path, "STS-B", "train.tsv", [
-        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
-        "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane.\tAn air plane.\t5.000"])
-    _write(tmp_path, "WNLI", "train.tsv", ["index\tsentence1\tsentence2\tlabel", "0\tI x.\tI y.\t1"])
+    _write(
+        tmp_path,
+        "QQP",
+        "dev.tsv",
+        ["id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate", "5\t11\t12\tHow?\tWhy?\t1"],
+    )
+    _write(
+        tmp_path,
+        "STS-B",
+        "train.tsv",
+        [
+            "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore",
+            "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane.\tAn air plane.\t5.000",
+        ],
+    )
+    _write(
+        tmp_path, "WNLI", "train.tsv", ["index\tsentence1\tsentence2\tlabel", "0\tI x.\tI y.\t1"]
+    )
     (qqp,) = read_split("qqp", tmp_path, "dev").examples
     assert (qqp.guid, qqp.text_a, qqp.text_b, qqp.label) == ("5", "How?", "Why?", "1")
     (stsb,) = read_split("sts-b", tmp_path, "train").examples
@@ -128,8 +170,12 @@ def test_qqp_stsb_wnli_layouts(tmp_path):
 
 
 def test_labels_go_through_preprocess_text_as_the_original(tmp_path):
-    _write(tmp_path, "RTE", "dev.tsv", ["index\tsentence1\tsentence2\tlabel",
-                                        "0\tA\tB\tEntailment ", "1\tA\tB\tnot_entailment"])
+    _write(
+        tmp_path,
+        "RTE",
+        "dev.tsv",
+        ["index\tsentence1\tsentence2\tlabel", "0\tA\tB\tEntailment ", "1\tA\tB\tnot_entailment"],
+    )
     labels = [e.label for e in read_split("rte", tmp_path, "dev").examples]
     assert labels == ["entailment", "not_entailment"]
     with pytest.raises(MalformedRowError, match="unknown label 'Entailment '"):
@@ -137,8 +183,12 @@ def test_labels_go_through_preprocess_text_as_the_original(tmp_path):
 
 
 def test_wrong_column_count_names_file_and_line(tmp_path):
-    path = _write(tmp_path, "SST-2", "train.tsv",
-                  ["sentence\tlabel", "good .\t1", "a tab\tinside\t0", "bad .\t0"])
+    path = _write(
+        tmp_path,
+        "SST-2",
+        "train.tsv",
+        ["sentence\tlabel", "good .\t1", "a tab\tinside\t0", "bad .\t0"],
+    )
     with pytest.raises(MalformedRowError) as error:
         read_split("sst-2", tmp_path, "train")
     message = str(error.value)
@@ -154,9 +204,19 @@ def test_unknown_label_names_file_and_line(tmp_path):
 
 
 def test_skip_malformed_rows_counts_and_keeps_good_rows(tmp_path):
-    _write(tmp_path, "MRPC", "train.tsv", [
-        "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String", "1\t1\t2\tA .\tB .", "1\t1\t2\tonly four",
-        "x\t1\t2\tC .\tD .", "", "0\t3\t4\tE .\tF ."])
+    _write(
+        tmp_path,
+        "MRPC",
+        "train.tsv",
+        [
+            "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String",
+            "1\t1\t2\tA .\tB .",
+            "1\t1\t2\tonly four",
+            "x\t1\t2\tC .\tD .",
+            "",
+            "0\t3\t4\tE .\tF .",
+        ],
+    )
     result = read_split("mrpc", tmp_path, "train", skip_malformed_rows=True)
     assert [e.label for e in result.examples] == ["1", "0"]
     assert [line for line, _ in result.skipped] == [3, 4, 5]
@@ -165,9 +225,15 @@ def test_skip_malformed_rows_counts_and_keeps_good_rows(tmp_path):
 
 
 def test_stsb_label_must_be_a_finite_number(tmp_path):
-    header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
-    _write(tmp_path, "STS-B", "dev.tsv", [header, "0\tg\tf\ty\to\ts\ts\tA\tB\thigh",
-                                          "1\tg\tf\ty\to\ts\ts\tA\tB\tnan"])
+    header = (
+        "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
+    )
+    _write(
+        tmp_path,
+        "STS-B",
+        "dev.tsv",
+        [header, "0\tg\tf\ty\to\ts\ts\tA\tB\thigh", "1\tg\tf\ty\to\ts\ts\tA\tB\tnan"],
+    )
     with pytest.raises(MalformedRowError, match=r"dev.tsv:2: label 'high' is not a finite number"):
         read_split("sts-b", tmp_path, "dev")
     skipped = read_split("sts-b", tmp_path, "dev", skip_malformed_rows=True).skipped
@@ -191,5 +257,7 @@ def test_invalid_utf8_and_wrong_task_header(tmp_path):
 def test_data_dir_may_be_the_task_folder_and_missing_files_are_named(tmp_path):
     direct = read_split("sst-2", GLUE / "SST-2", "dev")
     assert len(direct.examples) == 16
-    with pytest.raises(FileNotFoundError, match=r"qnli train file not found; tried .*QNLI/train.tsv"):
+    with pytest.raises(
+        FileNotFoundError, match=r"qnli train file not found; tried .*QNLI/train.tsv"
+    ):
         read_split("qnli", GLUE, "train")

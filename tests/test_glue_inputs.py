@@ -11,12 +11,19 @@ from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.glue import processors as glue
 from albert_tf.tasks.glue.inputs import encode_split, make_dataset
 from albert_tf.text.tokenization import AlbertTokenizer
+from tests.tolerances import SAME_MODEL, assert_close_to_scale
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 GLUE = FIXTURES / "glue"
-TINY = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
-            num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)
-from tests.tolerances import SAME_MODEL, assert_close_to_scale
+TINY = dict(
+    vocab_size=30000,
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=64,
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +42,10 @@ def test_encode_split_packs_like_the_original(tokenizer, max_seq_length):
     encoded = encode_split(split, glue.TASKS["mrpc"], tokenizer, max_seq_length)
     offsets = np.concatenate([[0], np.cumsum(encoded.lengths)])
     for i, example in enumerate(split.examples):
-        ids, segments = unpadded(tokenizer.encode_pair(example.text_a, example.text_b,
-                                                       max_seq_length))
-        assert list(encoded.token_ids[offsets[i]:offsets[i + 1]]) == ids
+        ids, segments = unpadded(
+            tokenizer.encode_pair(example.text_a, example.text_b, max_seq_length)
+        )
+        assert list(encoded.token_ids[offsets[i] : offsets[i + 1]]) == ids
         assert encoded.segment_a_lengths[i] == segments.count(0)
     assert encoded.lengths.max() <= max_seq_length
     if max_seq_length == 24:  # every MRPC pair is longer: truncated to exactly 24
@@ -59,13 +67,15 @@ def test_empty_text_b_packs_as_a_single_sentence(tokenizer):
     encoded = encode_split(glue.GlueSplit("x", examples), glue.TASKS["mrpc"], tokenizer, 16)
     single = unpadded(tokenizer.encode_pair("a b", None, 16))[0]
     # `if text_b:` then `if tokens_b:` in the original: no second [SEP], all segment 0.
-    assert list(encoded.token_ids[:encoded.lengths[0]]) == single
+    assert list(encoded.token_ids[: encoded.lengths[0]]) == single
     assert list(encoded.lengths) == [len(single)] * 2
     assert list(encoded.segment_a_lengths) == [len(single)] * 2
 
 
 def test_dynamic_padding_gives_the_fixed_padding_outputs(tokenizer):
-    encoded = encode_split(glue.read_split("sst-2", GLUE, "dev"), glue.TASKS["sst-2"], tokenizer, 64)
+    encoded = encode_split(
+        glue.read_split("sst-2", GLUE, "dev"), glue.TASKS["sst-2"], tokenizer, 64
+    )
     dynamic = make_dataset(encoded, 5, 64, training=False)
     fixed = make_dataset(encoded, 5, 64, training=False, dynamic_padding=False)
     widths = [batch["input_ids"].shape[1] for batch in dynamic]
@@ -89,8 +99,9 @@ def test_pair_segments_and_padding(tokenizer):
 
 
 def test_training_dataset_repeats_shuffles_and_drops_the_remainder(tokenizer):
-    encoded = encode_split(glue.read_split("sst-2", GLUE, "dev"), glue.TASKS["sst-2"],
-                           tokenizer, 32)  # 16 examples
+    encoded = encode_split(
+        glue.read_split("sst-2", GLUE, "dev"), glue.TASKS["sst-2"], tokenizer, 32
+    )  # 16 examples
 
     def labels(seed):
         dataset = make_dataset(encoded, 6, 32, training=True, seed=seed)

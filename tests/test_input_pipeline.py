@@ -15,7 +15,12 @@ from albert_tf.training.input_pipeline import (
     pretraining_dataset_fn,
 )
 
-ORIGINAL = pathlib.Path(__file__).resolve().parent / "fixtures" / "original_data" / "orig_small_seq128.tfrecord"
+ORIGINAL = (
+    pathlib.Path(__file__).resolve().parent
+    / "fixtures"
+    / "original_data"
+    / "orig_small_seq128.tfrecord"
+)
 NUM_RECORDS = 1836
 SEQ, PRED = 128, 20
 
@@ -33,7 +38,8 @@ def record_keys(ds):
     keys = []
     for batch in ds:
         for ids, pos, label in zip(
-            batch["input_ids"].numpy(), batch["masked_lm_positions"].numpy(),
+            batch["input_ids"].numpy(),
+            batch["masked_lm_positions"].numpy(),
             batch["next_sentence_labels"].numpy(),
         ):
             keys.append((ids.tobytes(), pos.tobytes(), int(label[0])))
@@ -165,7 +171,9 @@ def test_malformed_record_error_names_file_record_and_feature(tmp_path):
     with tf.io.TFRecordWriter(str(path)) as writer:
         for record in good + [bad.SerializeToString()]:
             writer.write(record)
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"bad\.tfrecord \(record 3\).*input_ids"):
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"bad\.tfrecord \(record 3\).*input_ids"
+    ):
         list(dataset(str(path), batch_size=2))
 
     other_length = tmp_path / "seq64.tfrecord"

@@ -32,8 +32,9 @@ def test_gradient_equals_autodiff_of_keras_layer_norm(shape, jit_compile):
     def hand_written(x, gamma, beta):
         return layer_norm_with_gradient(x, gamma, beta, 1e-12)
 
-    got = tf.function(lambda: value_and_gradients(hand_written, [x, gamma, beta], dy),
-                      jit_compile=jit_compile)()
+    got = tf.function(
+        lambda: value_and_gradients(hand_written, [x, gamma, beta], dy), jit_compile=jit_compile
+    )()
     want = value_and_gradients(keras_layer_norm, [x, gamma, beta], dy)
     for name, g, w in zip(("value", "d x", "d gamma", "d beta"), got, want):
         w = w.numpy()

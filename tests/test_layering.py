@@ -31,8 +31,12 @@ LAYERS = (
 )
 # `albert_tf/__init__.py` only names modules as strings, in its lazy table: no layer of its own.
 LAZY_ROOT = "albert_tf"
-TENSORFLOW_FREE = ("albert_tf.records", "albert_tf.config", "albert_tf.text.tokenization",
-                   "data_prep")
+TENSORFLOW_FREE = (
+    "albert_tf.records",
+    "albert_tf.config",
+    "albert_tf.text.tokenization",
+    "data_prep",
+)
 HEAVY = ("tensorflow", "keras", "keras_hub", "tensorflow_text")
 
 
@@ -61,8 +65,9 @@ def module_sources(root: pathlib.Path = ROOT) -> dict[str, str]:
 def lazy_table(source: str) -> dict[str, str]:
     """The `_LAZY` {name: module} table of `albert_tf/__init__.py`."""
     for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_LAZY"
-                                                for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            getattr(t, "id", None) == "_LAZY" for t in node.targets
+        ):
             return ast.literal_eval(node.value)
     return {}
 
@@ -196,9 +201,13 @@ def cycles(graph: dict[str, Imports]) -> list[list[str]]:
 
 def upward_imports(graph: dict[str, Imports]) -> list[tuple[str, str]]:
     """(module, imported module) pairs where the import goes to a higher layer."""
-    return sorted((module, target) for module, imports in graph.items() if module != LAZY_ROOT
-                  for target in imports.internal
-                  if target != LAZY_ROOT and layer_of(module) < layer_of(target))
+    return sorted(
+        (module, target)
+        for module, imports in graph.items()
+        if module != LAZY_ROOT
+        for target in imports.internal
+        if target != LAZY_ROOT and layer_of(module) < layer_of(target)
+    )
 
 
 def _parents(module: str) -> list[str]:
@@ -235,8 +244,12 @@ def test_every_repo_import_names_an_existing_module():
 
 
 def test_every_module_has_a_layer():
-    assert {"albert_tf.records", "albert_tf.modeling.heads.classifier", "data_prep.pipeline",
-            "pipelines.pretrain"} <= set(GRAPH)
+    assert {
+        "albert_tf.records",
+        "albert_tf.modeling.heads.classifier",
+        "data_prep.pipeline",
+        "pipelines.pretrain",
+    } <= set(GRAPH)
     assert [m for m in GRAPH if m != LAZY_ROOT and layer_of(m) is None] == []
 
 
@@ -250,28 +263,37 @@ def test_no_layer_imports_a_higher_one():
 
 def test_data_stage_modules_import_neither_tensorflow_nor_keras():
     checked = [m for m in GRAPH if _tensorflow_free(m)]
-    assert {"albert_tf.records", "albert_tf.config", "albert_tf.text.tokenization",
-            "data_prep.pipeline", "data_prep.writer"} <= set(checked)
+    assert {
+        "albert_tf.records",
+        "albert_tf.config",
+        "albert_tf.text.tokenization",
+        "data_prep.pipeline",
+        "data_prep.writer",
+    } <= set(checked)
     assert {m: heavy_at_import(GRAPH, m) for m in checked if heavy_at_import(GRAPH, m)} == {}
 
 
 def test_the_checks_catch_a_made_up_cycle_upward_import_and_tensorflow_import():
-    graph = import_graph({
-        "albert_tf": '_LAZY = {"AlbertModel": "albert_tf.modeling.model"}\n',
-        "albert_tf.records": "FEATURE_NAMES = ()\n\n\n"
-                             "def f():\n    from albert_tf import AlbertModel\n",
-        "albert_tf.modeling": "",
-        "albert_tf.modeling.model": "import keras\nfrom albert_tf import records\n",
-        "albert_tf.text": "",
-        "albert_tf.text.tokenization": "from albert_tf.modeling import model\n",
-        "data_prep": "",
-        "data_prep.pipeline": "from albert_tf.records import FEATURE_NAMES\n"
-                              "from albert_tf.text import tokenization\nimport albert_tf.gone\n"
-                              "from albert_tf.records import GONE\n",
-    })
+    graph = import_graph(
+        {
+            "albert_tf": '_LAZY = {"AlbertModel": "albert_tf.modeling.model"}\n',
+            "albert_tf.records": "FEATURE_NAMES = ()\n\n\n"
+            "def f():\n    from albert_tf import AlbertModel\n",
+            "albert_tf.modeling": "",
+            "albert_tf.modeling.model": "import keras\nfrom albert_tf import records\n",
+            "albert_tf.text": "",
+            "albert_tf.text.tokenization": "from albert_tf.modeling import model\n",
+            "data_prep": "",
+            "data_prep.pipeline": "from albert_tf.records import FEATURE_NAMES\n"
+            "from albert_tf.text import tokenization\nimport albert_tf.gone\n"
+            "from albert_tf.records import GONE\n",
+        }
+    )
     assert cycles(graph) == [["albert_tf.modeling.model", "albert_tf.records"]]
-    assert upward_imports(graph) == [("albert_tf.records", "albert_tf.modeling.model"),
-                                     ("albert_tf.text.tokenization", "albert_tf.modeling.model")]
+    assert upward_imports(graph) == [
+        ("albert_tf.records", "albert_tf.modeling.model"),
+        ("albert_tf.text.tokenization", "albert_tf.modeling.model"),
+    ]
     # The import inside a function runs only when called: records itself stays TensorFlow-free.
     assert heavy_at_import(graph, "albert_tf.records") == {}
     assert heavy_at_import(graph, "data_prep.pipeline") == {"albert_tf.modeling.model": {"keras"}}

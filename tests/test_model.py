@@ -12,23 +12,41 @@ from albert_tf.modeling.model import encoder_routing, masked_lm_loss, sentence_o
 from tests.tolerances import FEW_OPS, SAME_MODEL, assert_close_to_scale
 
 
-TINY = dict(vocab_size=120, embedding_size=16, hidden_size=32, num_hidden_layers=4,
-            num_attention_heads=4, intermediate_size=64, max_position_embeddings=64)
+TINY = dict(
+    vocab_size=120,
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=64,
+)
 
 # Paper Table 3 (sharing all) and Table 4 (ALBERT-base, E=128), in millions.
-PAPER_COUNTS = {("base", "all"): 12, ("large", "all"): 18, ("xlarge", "all"): 60,
-                ("xxlarge", "all"): 235, ("base", "attention"): 64, ("base", "ffn"): 38,
-                ("base", "none"): 89}
-EXPECTED_COUNTS = {("base", "all"): 11_683_584, ("large", "all"): 17_683_968,
-                   ("xlarge", "all"): 58_724_864, ("xxlarge", "all"): 222_595_584,
-                   ("base", "attention"): 63_647_232, ("base", "ffn"): 37_686_528,
-                   ("base", "none"): 89_650_176}
+PAPER_COUNTS = {
+    ("base", "all"): 12,
+    ("large", "all"): 18,
+    ("xlarge", "all"): 60,
+    ("xxlarge", "all"): 235,
+    ("base", "attention"): 64,
+    ("base", "ffn"): 38,
+    ("base", "none"): 89,
+}
+EXPECTED_COUNTS = {
+    ("base", "all"): 11_683_584,
+    ("large", "all"): 17_683_968,
+    ("xlarge", "all"): 58_724_864,
+    ("xxlarge", "all"): 222_595_584,
+    ("base", "attention"): 63_647_232,
+    ("base", "ffn"): 37_686_528,
+    ("base", "none"): 89_650_176,
+}
 
 
 def pretraining_batch(config, batch=2, seq=12, predictions=3, seed=0):
     rng = np.random.default_rng(seed)
     mask = np.ones((batch, seq), np.int32)
-    mask[-1, seq - 4:] = 0
+    mask[-1, seq - 4 :] = 0
     return {
         "input_ids": rng.integers(5, config.vocab_size, (batch, seq)).astype(np.int32) * mask,
         "input_mask": mask,
@@ -42,12 +60,14 @@ def pretraining_batch(config, batch=2, seq=12, predictions=3, seed=0):
 
 def gradient_step(model, training=True, jit_compile=False):
     """tf.function: features -> (outputs, gradients of the pretraining loss, one per variable)."""
+
     @tf.function(jit_compile=jit_compile)
     def step(features):
         with tf.GradientTape() as tape:
             outputs = model(features, training=training)
             loss = model.compute_loss(x=features, y_pred=outputs)
         return outputs, tape.gradient(loss, model.trainable_variables)
+
     return step
 
 
@@ -65,10 +85,13 @@ def test_sharing_modes_compose_with_groups_and_inner_groups():
     config = AlbertConfig(**TINY, num_hidden_groups=2, inner_group_num=2)
     routing = encoder_routing(config)
     assert len(routing) == 8  # L x inner blocks, run in order
-    assert [a for a, _ in routing[:4]] == ["group_0_inner_group_0_attention",
-                                           "group_0_inner_group_1_attention"] * 2
-    attention_only = encoder_routing(AlbertConfig(**TINY, num_hidden_groups=2, inner_group_num=2,
-                                                  sharing="attention"))
+    assert [a for a, _ in routing[:4]] == [
+        "group_0_inner_group_0_attention",
+        "group_0_inner_group_1_attention",
+    ] * 2
+    attention_only = encoder_routing(
+        AlbertConfig(**TINY, num_hidden_groups=2, inner_group_num=2, sharing="attention")
+    )
     assert len({a for a, _ in attention_only}) == 4 and len({f for _, f in attention_only}) == 8
     assert attention_only[5] == ("group_1_inner_group_1_attention", "layer_2_inner_group_1_ffn")
     ffn_only = encoder_routing(AlbertConfig(**TINY, sharing="ffn"))
@@ -137,20 +160,26 @@ def test_losses_match_a_numpy_reference():
 @pytest.mark.numerics
 def test_gelu_is_the_tanh_approximation():
     from albert_tf.modeling.layers import gelu_approximate
+
     x = np.linspace(-4, 4, 41).astype(np.float32)
-    tanh_form = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+    tanh_form = 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
     assert_close_to_scale(gelu_approximate(x), tanh_form, FEW_OPS)
 
 
 def test_dropout_only_in_training():
     config = AlbertConfig(**TINY, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     model = AlbertModel(config)
-    inputs = {k: v for k, v in pretraining_batch(config).items()
-              if k in ("input_ids", "input_mask", "segment_ids")}
-    np.testing.assert_array_equal(model(inputs)["sequence_output"],
-                                  model(inputs)["sequence_output"])
-    assert not np.allclose(model(inputs, training=True)["sequence_output"],
-                           model(inputs)["sequence_output"])
+    inputs = {
+        k: v
+        for k, v in pretraining_batch(config).items()
+        if k in ("input_ids", "input_mask", "segment_ids")
+    }
+    np.testing.assert_array_equal(
+        model(inputs)["sequence_output"], model(inputs)["sequence_output"]
+    )
+    assert not np.allclose(
+        model(inputs, training=True)["sequence_output"], model(inputs)["sequence_output"]
+    )
 
 
 @pytest.mark.numerics
@@ -192,8 +221,13 @@ def test_train_step_compiles_under_xla_and_learns():
     assert model.jit_compile
     assert history.history["loss"][0] < 6.0
     metrics = model.evaluate(tf.data.Dataset.from_tensors(batch), verbose=0, return_dict=True)
-    assert set(metrics) >= {"loss", "masked_lm_accuracy", "sentence_order_accuracy",
-                            "masked_lm_loss", "sentence_order_loss"}
+    assert set(metrics) >= {
+        "loss",
+        "masked_lm_accuracy",
+        "sentence_order_accuracy",
+        "masked_lm_loss",
+        "sentence_order_loss",
+    }
     # Memorising one batch: the loss must fall well below its start (ln 120 + ln 2 ~ 5.5).
     assert metrics["loss"] < 1.0
     assert metrics["sentence_order_accuracy"] == 1.0

@@ -34,8 +34,9 @@ NUM_STEPS = 12
 def assert_golden(actual, expected, what):
     """float32 round-off: |a - e| <= 1e-5 |e| (84 ulps of the entry) + 1e-6 * max(1, max |e|)
     (8 ulps of the trajectory's scale, for entries near zero)."""
-    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=scaled_limit(expected, 1e-6),
-                               err_msg=what)
+    np.testing.assert_allclose(
+        actual, expected, rtol=1e-5, atol=scaled_limit(expected, 1e-6), err_msg=what
+    )
 
 
 def load_fixture(kind):
@@ -86,7 +87,9 @@ class GoldenProblem:
     def check_step(self, step, loss):
         assert_golden(float(loss), self.data["losses"][step], f"loss before step {step}")
         for name, var in zip(self.names, self.variables):
-            assert_golden(var.numpy(), self.data[f"after::{name}"][step], f"{name} after step {step}")
+            assert_golden(
+                var.numpy(), self.data[f"after::{name}"][step], f"{name} after step {step}"
+            )
 
 
 @pytest.mark.parametrize("kind", ["lamb", "adamw"])
@@ -109,7 +112,9 @@ def test_golden_trajectory(kind, jit):
     assert int(optimizer.iterations) == NUM_STEPS
     # The first update used lr(0) = 0 (fixture ordering note), so it only moved the slots.
     slot_names = [v.name for v in optimizer.variables]
-    assert "bert_encoder_dense_kernel_m" in slot_names and "bert_encoder_dense_kernel_v" in slot_names
+    assert (
+        "bert_encoder_dense_kernel_m" in slot_names and "bert_encoder_dense_kernel_v" in slot_names
+    )
 
 
 def test_golden_trajectory_through_loss_scale_optimizer():
@@ -200,7 +205,9 @@ def test_schedule_poly_power_start_warmup_and_no_warmup():
 
 def test_schedule_serialization_round_trip():
     schedule = WarmupPolynomialDecay(0.003, 1000, 100, poly_power=0.5, start_warmup_step=7)
-    restored = keras.optimizers.schedules.deserialize(keras.optimizers.schedules.serialize(schedule))
+    restored = keras.optimizers.schedules.deserialize(
+        keras.optimizers.schedules.serialize(schedule)
+    )
     assert type(restored) is WarmupPolynomialDecay
     assert restored.get_config() == schedule.get_config()
     for step in (0, 50, 107, 108, 500, 1000):
@@ -210,7 +217,13 @@ def test_schedule_serialization_round_trip():
 @pytest.mark.parametrize("kind", ["lamb", "adamw"])
 def test_optimizer_serialization_round_trip(kind):
     optimizer = create_optimizer(
-        1e-3, 500, 50, optimizer=kind, poly_power=2.0, start_warmup_step=3, weight_decay_rate=0.02,
+        1e-3,
+        500,
+        50,
+        optimizer=kind,
+        poly_power=2.0,
+        start_warmup_step=3,
+        weight_decay_rate=0.02,
         gradient_accumulation_steps=4,
     )
     restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
@@ -302,8 +315,9 @@ def test_keras_fit_with_jit_compile_matches_eager():
     initial = tiny_model()
     for w0, we, wx in zip(initial.weights, eager.weights, xla.weights):
         assert not np.allclose(w0.numpy(), wx.numpy())
-        np.testing.assert_allclose(wx.numpy(), we.numpy(), rtol=1e-5, err_msg=wx.path,
-                                   atol=scaled_limit(we.numpy(), 1e-6))
+        np.testing.assert_allclose(
+            wx.numpy(), we.numpy(), rtol=1e-5, err_msg=wx.path, atol=scaled_limit(we.numpy(), 1e-6)
+        )
 
 
 def test_keras_fit_mixed_precision_wraps_in_loss_scale_optimizer():
@@ -382,7 +396,11 @@ def test_mirrored_two_replicas_match_one_device():
     """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
     result = subprocess.run(
-        [sys.executable, "-c", MIRRORED_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
+        [sys.executable, "-c", MIRRORED_SCRIPT],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -394,8 +412,10 @@ def test_mirrored_two_replicas_match_one_device():
 
 def test_gradient_norm_is_recorded_before_clipping():
     optimizer = create_optimizer(0.1, 10, 0)
-    variables = [keras.Variable(np.zeros(3, np.float32), name="w"),
-                 keras.Variable(np.zeros(2, np.float32), name="b")]
+    variables = [
+        keras.Variable(np.zeros(3, np.float32), name="w"),
+        keras.Variable(np.zeros(2, np.float32), name="b"),
+    ]
     gradients = [np.array([3.0, 0.0, 4.0], np.float32), np.array([0.0, 12.0], np.float32)]
     optimizer.apply(gradients, variables)
     assert float(optimizer.gradient_norm) == pytest.approx(13.0)
@@ -405,15 +425,25 @@ def test_exactly_layernorm_parameters_and_biases_of_the_pretrainer_are_excluded(
     from albert_tf import AlbertConfig, AlbertPretrainer
     from albert_tf.checkpoints import tf1_name
 
-    config = AlbertConfig(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
-                          num_hidden_groups=2, num_attention_heads=2, intermediate_size=32,
-                          max_position_embeddings=16)
+    config = AlbertConfig(
+        vocab_size=50,
+        embedding_size=8,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_hidden_groups=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     model = AlbertPretrainer(config)
     excluded = sorted(tf1_name(path) for path in excluded_from_weight_decay(model.weights))
     print("\nexcluded from weight decay and trust ratio:\n  " + "\n  ".join(excluded))
     # The original rule on the original names: every LayerNorm parameter and every bias.
-    expected = sorted(name for name in map(tf1_name, (v.path for v in model.weights))
-                      if "LayerNorm" in name or name.endswith(("bias", "output_bias")))
+    expected = sorted(
+        name
+        for name in map(tf1_name, (v.path for v in model.weights))
+        if "LayerNorm" in name or name.endswith(("bias", "output_bias"))
+    )
     assert excluded == expected
     assert "cls/predictions/output_bias" in excluded
     assert "bert/embeddings/LayerNorm/gamma" in excluded
@@ -422,5 +452,8 @@ def test_exactly_layernorm_parameters_and_biases_of_the_pretrainer_are_excluded(
     # LN_1 2) x 2, pooler bias 1, MLM transform bias + LN + output bias 4, SOP bias 1.
     assert len(excluded) == 2 + 1 + 2 * (4 + 2 + 2 + 2) + 1 + 4 + 1
     decayed = {tf1_name(v.path) for v in model.weights} - set(excluded)
-    assert {"bert/embeddings/word_embeddings", "cls/seq_relationship/output_weights",
-            "bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"} <= decayed
+    assert {
+        "bert/embeddings/word_embeddings",
+        "cls/seq_relationship/output_weights",
+        "bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel",
+    } <= decayed

@@ -23,15 +23,33 @@ from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RECORDS = str(ROOT / "tests/fixtures/original_data/orig_small_seq128.tfrecord")
 # The original file uses the real 30k vocabulary; everything else is tiny.
-TINY = dict(vocab_size=30000, embedding_size=16, hidden_size=32, num_hidden_layers=2,
-            num_attention_heads=4, intermediate_size=64, max_position_embeddings=128)
+TINY = dict(
+    vocab_size=30000,
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=128,
+)
 
 
 def options(output_dir, **overrides):
-    values = dict(input_file=RECORDS, output_dir=str(output_dir), max_seq_length=128,
-                  train_batch_size=16, eval_batch_size=16, learning_rate=0.01,
-                  num_train_steps=8, num_warmup_steps=2, save_checkpoints_steps=4,
-                  keep_checkpoint_max=2, log_every_steps=2, max_eval_steps=3, seed=1)
+    values = dict(
+        input_file=RECORDS,
+        output_dir=str(output_dir),
+        max_seq_length=128,
+        train_batch_size=16,
+        eval_batch_size=16,
+        learning_rate=0.01,
+        num_train_steps=8,
+        num_warmup_steps=2,
+        save_checkpoints_steps=4,
+        keep_checkpoint_max=2,
+        log_every_steps=2,
+        max_eval_steps=3,
+        seed=1,
+    )
     return PretrainingOptions(**{**values, **overrides})
 
 
@@ -42,13 +60,17 @@ def write_config(directory) -> pathlib.Path:
 
 
 def test_run_checkpoints_evaluates_summarises_and_exports(tmp_path):
-    results = run_pretraining(options(tmp_path, num_train_steps=12, do_eval=True,
-                                      eval_input_file=RECORDS),
-                              AlbertConfig(**TINY), build_strategy("one_device"))
+    results = run_pretraining(
+        options(tmp_path, num_train_steps=12, do_eval=True, eval_input_file=RECORDS),
+        AlbertConfig(**TINY),
+        build_strategy("one_device"),
+    )
     assert results["global_step"] == 12
     checkpoints = tf.train.get_checkpoint_state(str(tmp_path / "checkpoints"))
-    assert [os.path.basename(p) for p in checkpoints.all_model_checkpoint_paths] == \
-        ["ckpt-8", "ckpt-12"]  # keep_checkpoint_max=2
+    assert [os.path.basename(p) for p in checkpoints.all_model_checkpoint_paths] == [
+        "ckpt-8",
+        "ckpt-12",
+    ]  # keep_checkpoint_max=2
     evaluation = json.loads((tmp_path / "eval_results.json").read_text())
     assert evaluation["global_step"] == 12 and evaluation["held_out"]
     assert 0 <= evaluation["masked_lm_accuracy"] <= 1 and evaluation["masked_lm_loss"] > 0
@@ -61,11 +83,18 @@ def test_run_checkpoints_evaluates_summarises_and_exports(tmp_path):
     for event_file in (tmp_path / "logs" / "train").iterdir():
         for event in tf.compat.v1.train.summary_iterator(str(event_file)):
             tags.update(v.tag for v in event.summary.value)
-    assert tags >= {"loss", "masked_lm_accuracy", "sentence_order_accuracy", "learning_rate",
-                    "gradient_norm", "examples_per_second"}
+    assert tags >= {
+        "loss",
+        "masked_lm_accuracy",
+        "sentence_order_accuracy",
+        "learning_rate",
+        "gradient_norm",
+        "examples_per_second",
+    }
     # Both final exports hold the trained weights.
-    batch = {k: np.zeros((1, 8), np.int32) for k in ("input_ids", "segment_ids",
-                                                     "masked_lm_positions")}
+    batch = {
+        k: np.zeros((1, 8), np.int32) for k in ("input_ids", "segment_ids", "masked_lm_positions")
+    }
     batch["input_mask"] = np.ones((1, 8), np.int32)
     from_keras = keras.saving.load_model(results["keras_model"])(batch)
     config_file = pathlib.Path(results["tf1_checkpoint"]).parent / "albert_config.json"
@@ -76,24 +105,40 @@ def test_run_checkpoints_evaluates_summarises_and_exports(tmp_path):
 def test_rerun_resumes_from_the_last_checkpoint(tmp_path):
     first = run_pretraining(options(tmp_path), AlbertConfig(**TINY), build_strategy("one_device"))
     assert first["resumed_from"] is None
-    results = run_pretraining(options(tmp_path, num_train_steps=12), AlbertConfig(**TINY),
-                              build_strategy("one_device"))
+    results = run_pretraining(
+        options(tmp_path, num_train_steps=12), AlbertConfig(**TINY), build_strategy("one_device")
+    )
     assert results["resumed_from"] == f"{tmp_path}/checkpoints/ckpt-8"
     assert results["global_step"] == 12
     assert results["train_history"][0]["step"] == 10  # did not start over
     # Already finished: a third run trains nothing.
-    assert run_pretraining(options(tmp_path, num_train_steps=12), AlbertConfig(**TINY),
-                           build_strategy("one_device"))["train_history"] == []
+    assert (
+        run_pretraining(
+            options(tmp_path, num_train_steps=12),
+            AlbertConfig(**TINY),
+            build_strategy("one_device"),
+        )["train_history"]
+        == []
+    )
 
 
 def test_divergence_stops_and_keeps_the_last_good_checkpoint(tmp_path):
-    run_pretraining(options(tmp_path, num_train_steps=4), AlbertConfig(**TINY),
-                    build_strategy("one_device"))
+    run_pretraining(
+        options(tmp_path, num_train_steps=4), AlbertConfig(**TINY), build_strategy("one_device")
+    )
     # LAMB scales each update to lr * |w|: at 1e30 the weights overflow after one step.
     with pytest.raises(NonFiniteLossError, match="ckpt-4"):
-        run_pretraining(options(tmp_path, num_train_steps=12, learning_rate=1e30,
-                                num_warmup_steps=0, log_every_steps=1),
-                        AlbertConfig(**TINY), build_strategy("one_device"))
+        run_pretraining(
+            options(
+                tmp_path,
+                num_train_steps=12,
+                learning_rate=1e30,
+                num_warmup_steps=0,
+                log_every_steps=1,
+            ),
+            AlbertConfig(**TINY),
+            build_strategy("one_device"),
+        )
     latest = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
     assert latest.endswith("ckpt-4")
     reader = tf.train.load_checkpoint(latest)
@@ -115,34 +160,58 @@ def test_no_xla_for_fp32_and_bf16_on_cpu_and_the_flag_wins(tmp_path):
 
 def test_invalid_settings_name_the_flag(tmp_path):
     with pytest.raises(ValueError, match="--max_seq_length=256 exceeds max_position_embeddings"):
-        run_pretraining(options(tmp_path, max_seq_length=256), AlbertConfig(**TINY),
-                        build_strategy("one_device"))
+        run_pretraining(
+            options(tmp_path, max_seq_length=256),
+            AlbertConfig(**TINY),
+            build_strategy("one_device"),
+        )
     with pytest.raises(ValueError, match="--train_batch_size=10 must divide"):
-        run_pretraining(options(tmp_path, train_batch_size=10, gradient_accumulation_steps=4),
-                        AlbertConfig(**TINY), build_strategy("one_device"))
+        run_pretraining(
+            options(tmp_path, train_batch_size=10, gradient_accumulation_steps=4),
+            AlbertConfig(**TINY),
+            build_strategy("one_device"),
+        )
     with pytest.raises(FileNotFoundError, match="nothing_here"):
-        run_pretraining(options(tmp_path, input_file=str(tmp_path / "nothing_here*")),
-                        AlbertConfig(**TINY), build_strategy("one_device"))
+        run_pretraining(
+            options(tmp_path, input_file=str(tmp_path / "nothing_here*")),
+            AlbertConfig(**TINY),
+            build_strategy("one_device"),
+        )
 
 
 def test_gradient_accumulation_trains_the_same_number_of_updates(tmp_path):
-    results = run_pretraining(options(tmp_path, gradient_accumulation_steps=2),
-                              AlbertConfig(**TINY), build_strategy("one_device"))
+    results = run_pretraining(
+        options(tmp_path, gradient_accumulation_steps=2),
+        AlbertConfig(**TINY),
+        build_strategy("one_device"),
+    )
     assert results["global_step"] == 8
     assert [h["step"] for h in results["train_history"]] == [2, 4, 6, 8]
 
 
 def run_cli(*args, env=None):
-    return subprocess.Popen([sys.executable, str(ROOT / "pipelines/pretrain.py"), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "pipelines/pretrain.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def cli_args(tmp_path, **flags):
-    values = dict(input_file=RECORDS, output_dir=tmp_path / "run",
-                  albert_config_file=write_config(tmp_path), max_seq_length=128,
-                  train_batch_size=16, num_train_steps=400, num_warmup_steps=10,
-                  save_checkpoints_steps=10, log_every_steps=10, learning_rate=0.01)
+    values = dict(
+        input_file=RECORDS,
+        output_dir=tmp_path / "run",
+        albert_config_file=write_config(tmp_path),
+        max_seq_length=128,
+        train_batch_size=16,
+        num_train_steps=400,
+        num_warmup_steps=10,
+        save_checkpoints_steps=10,
+        log_every_steps=10,
+        learning_rate=0.01,
+    )
     return [f"--{k}={v}" for k, v in {**values, **flags}.items()]
 
 
@@ -170,8 +239,10 @@ def test_kill_nine_then_rerun_resumes_and_finishes(tmp_path):
 
 
 def test_tpu_flag_without_a_tpu_fails_clearly(tmp_path):
-    for address, message in (("local", "could not reach TPU 'local'"),
-                             ("grpc://127.0.0.1:1", "could not reach TPU at grpc://127.0.0.1:1")):
+    for address, message in (
+        ("local", "could not reach TPU 'local'"),
+        ("grpc://127.0.0.1:1", "could not reach TPU at grpc://127.0.0.1:1"),
+    ):
         output, _ = run_cli(*cli_args(tmp_path), f"--tpu={address}").communicate(timeout=300)
         assert message in output
         assert "Traceback" not in output
@@ -187,13 +258,16 @@ def test_initial_weights_from_an_original_checkpoint_or_a_keras_file(tmp_path):
     from_tf1 = AlbertPretrainer(config)
     load_initial_weights(from_tf1, str(folder))  # optimizer slots and step are skipped
     expected = np.load(folder / "expected.npz")
-    pooled = from_tf1({k: expected[k] for k in ("input_ids", "input_mask", "segment_ids",
-                                                 "masked_lm_positions")})["pooled_output"]
+    pooled = from_tf1(
+        {k: expected[k] for k in ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")}
+    )["pooled_output"]
     assert_close_to_scale(pooled, expected["pooled_output"], GOLDEN)
     from_tf1.save(tmp_path / "init.keras")
     from_keras = AlbertPretrainer(config)
     load_initial_weights(from_keras, str(tmp_path / "init.keras"))
     for a, b in zip(from_tf1.weights, from_keras.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    with pytest.raises(CheckpointMismatchError, match="shape mismatch: bert/embeddings/word_embeddings"):
+    with pytest.raises(
+        CheckpointMismatchError, match="shape mismatch: bert/embeddings/word_embeddings"
+    ):
         load_initial_weights(AlbertPretrainer(AlbertConfig(**TINY)), str(tmp_path / "init.keras"))

@@ -9,7 +9,9 @@ from albert_tf.text.tokenization import AlbertTokenizer, preprocess_text, trunca
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 SPM_MODEL = FIXTURES / "albert_spm" / "30k-clean.model"
-GOLDEN = json.loads((FIXTURES / "original_tokenization" / "tokenization_golden.json").read_text("utf-8"))
+GOLDEN = json.loads(
+    (FIXTURES / "original_tokenization" / "tokenization_golden.json").read_text("utf-8")
+)
 CASES = GOLDEN["cases"]
 
 
@@ -24,7 +26,9 @@ def test_golden_has_all_cases():
 
 
 def test_preprocess_text_matches_golden():
-    mismatches = [c["text"] for c in CASES if preprocess_text(c["text"], lower=True) != c["preprocessed"]]
+    mismatches = [
+        c["text"] for c in CASES if preprocess_text(c["text"], lower=True) != c["preprocessed"]
+    ]
     assert mismatches == []
 
 
@@ -37,7 +41,9 @@ def test_pieces_and_ids_match_golden(tokenizer):
 
 def test_encode_batch_matches_golden(tokenizer):
     assert tokenizer.encode_batch([c["text"] for c in CASES]) == [c["ids"] for c in CASES]
-    assert tokenizer.encode_batch([c["text"] for c in CASES], num_threads=1) == [c["ids"] for c in CASES]
+    assert tokenizer.encode_batch([c["text"] for c in CASES], num_threads=1) == [
+        c["ids"] for c in CASES
+    ]
 
 
 def test_digit_comma_rule(tokenizer):
@@ -52,22 +58,44 @@ def test_digit_comma_rule_keeps_spurious_underline(tokenizer):
     # str with bytes, so under Python 3 it never does. 30k-clean has no such piece (all 141 rule pieces
     # start with "▁"); vocabularies we train may, so check the rule on a bare piece directly.
     rewrites = tokenizer.digit_comma_rewrites()
-    assert len(rewrites) == 141 and all(p.startswith("▁") for p in tokenizer.convert_ids_to_tokens(rewrites))
+    assert len(rewrites) == 141 and all(
+        p.startswith("▁") for p in tokenizer.convert_ids_to_tokens(rewrites)
+    )
     assert rewrites[tokenizer.sp_model.piece_to_id("▁1990,")] == [961, 15]  # "▁1990", ",".
-    assert tokenizer._apply_digit_comma_rule(["000,"]) == ["▁", "000", ","]  # Python 2 gave ["000", ","].
+    assert tokenizer._apply_digit_comma_rule(["000,"]) == [
+        "▁",
+        "000",
+        ",",
+    ]  # Python 2 gave ["000", ","].
 
 
 def test_preprocess_details():
     assert preprocess_text("  A\u3000b\x1c c\n") == "a b c"  # str.split whitespace, incl. U+001C.
     assert preprocess_text("``Hi''") == '"hi"'
-    assert preprocess_text("Ünïcödé", lower=False) == "Unicode"  # accents stripped without lowercasing.
-    assert preprocess_text("x\u200by") == "x\u200by"  # zero-width space is not whitespace to Python.
+    assert (
+        preprocess_text("Ünïcödé", lower=False) == "Unicode"
+    )  # accents stripped without lowercasing.
+    assert (
+        preprocess_text("x\u200by") == "x\u200by"
+    )  # zero-width space is not whitespace to Python.
 
 
 def test_special_ids(tokenizer):
-    assert (tokenizer.pad_id, tokenizer.unk_id, tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id) == (0, 1, 2, 3, 4)
+    assert (
+        tokenizer.pad_id,
+        tokenizer.unk_id,
+        tokenizer.cls_id,
+        tokenizer.sep_id,
+        tokenizer.mask_id,
+    ) == (0, 1, 2, 3, 4)
     assert tokenizer.vocab_size == 30000
-    assert tokenizer.convert_ids_to_tokens(range(5)) == ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"]
+    assert tokenizer.convert_ids_to_tokens(range(5)) == [
+        "<pad>",
+        "<unk>",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+    ]
 
 
 def test_pack_single_and_pair(tokenizer):
@@ -129,8 +157,11 @@ import tensorflow as tf  # noqa: E402
 from albert_tf.text import tf_tokenization  # noqa: E402
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer  # noqa: E402
 
-CORPUS = [line.strip() for line in (FIXTURES / "original_data" / "corpus_small.txt").read_text("utf-8").splitlines()
-          if line.strip()]
+CORPUS = [
+    line.strip()
+    for line in (FIXTURES / "original_data" / "corpus_small.txt").read_text("utf-8").splitlines()
+    if line.strip()
+]
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +174,13 @@ def _fuzz_texts(n, seed=0):
     rng = random.Random(seed)
     pool = [chr(cp) for cp in tf_tokenization._assigned_code_points()]
     common = list(" \t\n\x1c\x85\u3000\u00a0`'\",0123456789aAΣΑσς.\u0301\u0345ﬁİ")
-    return ["".join(rng.choice(pool) if rng.random() < 0.3 else rng.choice(common)
-                    for _ in range(rng.randint(0, 40))) for _ in range(n)]
+    return [
+        "".join(
+            rng.choice(pool) if rng.random() < 0.3 else rng.choice(common)
+            for _ in range(rng.randint(0, 40))
+        )
+        for _ in range(n)
+    ]
 
 
 def _decode(t):
@@ -152,11 +188,15 @@ def _decode(t):
 
 
 def test_twin_normalize_matches_golden(layer):
-    assert _decode(layer.normalize(tf.constant([c["text"] for c in CASES]))) == [c["preprocessed"] for c in CASES]
+    assert _decode(layer.normalize(tf.constant([c["text"] for c in CASES]))) == [
+        c["preprocessed"] for c in CASES
+    ]
 
 
 def test_twin_ids_match_golden_all_420(layer):
-    assert layer.tokenize(tf.constant([c["text"] for c in CASES])).to_list() == [c["ids"] for c in CASES]
+    assert layer.tokenize(tf.constant([c["text"] for c in CASES])).to_list() == [
+        c["ids"] for c in CASES
+    ]
 
 
 def test_twin_normalize_matches_python_on_fuzz(layer, tokenizer):
@@ -164,7 +204,9 @@ def test_twin_normalize_matches_python_on_fuzz(layer, tokenizer):
     assert _decode(layer.normalize(tf.constant(texts))) == [preprocess_text(t) for t in texts]
     assert layer.tokenize(tf.constant(texts)).to_list() == tokenizer.encode_batch(texts)
     cased = AlbertPreprocessingLayer(tokenizer.model_proto, do_lower_case=False)
-    assert _decode(cased.normalize(tf.constant(texts))) == [preprocess_text(t, lower=False) for t in texts]
+    assert _decode(cased.normalize(tf.constant(texts))) == [
+        preprocess_text(t, lower=False) for t in texts
+    ]
 
 
 def test_sigma_classes_survive_lowercasing():
@@ -173,7 +215,9 @@ def test_sigma_classes_survive_lowercasing():
     for cp in tf_tokenization._assigned_code_points():
         low = chr(cp).lower()
         if len(low) == 1:
-            assert (cp in cased, cp in ignorable) == (ord(low) in cased, ord(low) in ignorable), hex(cp)
+            assert (cp in cased, cp in ignorable) == (ord(low) in cased, ord(low) in ignorable), (
+                hex(cp)
+            )
     assert "ΟΔΟΣ".lower() == "οδος" and 0x3A3 in cased and ord("'") in ignorable
 
 
@@ -189,7 +233,10 @@ def test_twin_single_packing_matches_python(layer, tokenizer):
 
 
 def test_twin_pair_packing_matches_python_on_corpus_pairs(layer, tokenizer):
-    a, b = CORPUS[0:80:2], CORPUS[1:80:2]  # 40 real sentence pairs, many longer than 32 tokens together.
+    a, b = (
+        CORPUS[0:80:2],
+        CORPUS[1:80:2],
+    )  # 40 real sentence pairs, many longer than 32 tokens together.
     out = layer((tf.constant(a), tf.constant(b)))
     truncated = 0
     for i in range(len(a)):
@@ -207,14 +254,19 @@ def test_twin_truncation_equals_truncate_seq_pair_for_all_lengths(tokenizer):
     a = tf.constant([" ".join(["a"] * la) for la, _ in lengths])  # "a" is one token.
     b = tf.constant([" ".join(["b"] * lb) for _, lb in lengths])
     got = small((a, b))["input_ids"].numpy().tolist()
-    want = [tokenizer.encode_pair(" ".join(["a"] * la), " ".join(["b"] * lb), 10).input_ids for la, lb in lengths]
+    want = [
+        tokenizer.encode_pair(" ".join(["a"] * la), " ".join(["b"] * lb), 10).input_ids
+        for la, lb in lengths
+    ]
     assert got == want
 
 
 def test_twin_in_dataset_map_and_tf_function(layer):
     texts = [c["text"] for c in CASES[:16]]
     eager = layer(tf.constant(texts))["input_ids"].numpy()
-    per_example = tf.data.Dataset.from_tensor_slices(texts).map(layer).batch(16)  # scalar-string path
+    per_example = (
+        tf.data.Dataset.from_tensor_slices(texts).map(layer).batch(16)
+    )  # scalar-string path
     batched = tf.data.Dataset.from_tensor_slices(texts).batch(8).map(layer)
     np.testing.assert_array_equal(next(iter(per_example))["input_ids"].numpy(), eager)
     np.testing.assert_array_equal(np.concatenate([x["input_ids"].numpy() for x in batched]), eager)
@@ -226,7 +278,9 @@ def test_twin_config_round_trip(layer):
     config = layer.get_config()
     assert isinstance(config["model_proto"], str) and config["max_seq_length"] == 32
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
-    assert isinstance(restored, AlbertPreprocessingLayer) and restored.model_proto == layer.model_proto
+    assert (
+        isinstance(restored, AlbertPreprocessingLayer) and restored.model_proto == layer.model_proto
+    )
     texts = tf.constant([c["text"] for c in CASES[:20]])
     for key in ("input_ids", "segment_ids", "input_mask"):
         np.testing.assert_array_equal(restored(texts)[key].numpy(), layer(texts)[key].numpy())
@@ -235,13 +289,16 @@ def test_twin_config_round_trip(layer):
 def test_twin_savedmodel_survives_moving_the_directory(layer, tmp_path):
     module = tf.Module()
     module.layer = layer
-    module.serve = tf.function(lambda a, b: layer((a, b)),
-                               input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+    module.serve = tf.function(
+        lambda a, b: layer((a, b)), input_signature=[tf.TensorSpec([None], tf.string)] * 2
+    )
     tf.saved_model.save(module, str(tmp_path / "saved"))
     (tmp_path / "saved").rename(tmp_path / "moved")  # No path to the .model file may be baked in.
     loaded = tf.saved_model.load(str(tmp_path / "moved"))
     a, b = tf.constant(CORPUS[:20]), tf.constant(CORPUS[20:40])
-    np.testing.assert_array_equal(loaded.serve(a, b)["input_ids"].numpy(), layer((a, b))["input_ids"].numpy())
+    np.testing.assert_array_equal(
+        loaded.serve(a, b)["input_ids"].numpy(), layer((a, b))["input_ids"].numpy()
+    )
 
 
 def test_twin_errors(tokenizer, tmp_path):

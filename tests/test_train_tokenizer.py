@@ -17,7 +17,21 @@ from data_prep.vocab import VocabConfig, train_vocab
 
 REPO = pathlib.Path(__file__).parent.parent
 CORPUS = REPO / "tests" / "fixtures" / "original_data" / "corpus_small.txt"
-FIXED_PIECES = ["<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]", "(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
+FIXED_PIECES = [
+    "<pad>",
+    "<unk>",
+    "[CLS]",
+    "[SEP]",
+    "[MASK]",
+    "(",
+    ")",
+    '"',
+    "-",
+    ".",
+    "\u2013",
+    "\u00a3",
+    "\u20ac",
+]
 TINY = VocabConfig(vocab_size=500, num_threads=1)
 
 
@@ -32,15 +46,20 @@ def test_id_layout_and_no_bos_eos(trained):
     proto.ParseFromString(pathlib.Path(trained.model_path).read_bytes())
     assert [p.piece for p in proto.pieces[:13]] == FIXED_PIECES
     types = sentencepiece_model_pb2.ModelProto.SentencePiece
-    assert [p.type for p in proto.pieces[:13]] == [types.CONTROL, types.UNKNOWN] + [types.CONTROL] * 3 + \
-        [types.USER_DEFINED] * 8
+    assert [p.type for p in proto.pieces[:13]] == [types.CONTROL, types.UNKNOWN] + [
+        types.CONTROL
+    ] * 3 + [types.USER_DEFINED] * 8
     assert len(proto.pieces) == 500 and proto.trainer_spec.model_type == proto.trainer_spec.UNIGRAM
     assert proto.trainer_spec.character_coverage == pytest.approx(0.99995)
-    assert proto.trainer_spec.model_prefix == "tiny"  # not the temporary directory it was trained in
+    assert (
+        proto.trainer_spec.model_prefix == "tiny"
+    )  # not the temporary directory it was trained in
     sp = spm.SentencePieceProcessor(model_file=trained.model_path)
     assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (0, 1, -1, -1)
     vocab_lines = pathlib.Path(trained.vocab_path).read_text("utf-8").splitlines()
-    assert [line.split("\t")[0] for line in vocab_lines[:13]] == FIXED_PIECES and len(vocab_lines) == 500
+    assert [line.split("\t")[0] for line in vocab_lines[:13]] == FIXED_PIECES and len(
+        vocab_lines
+    ) == 500
     assert sorted(os.listdir(os.path.dirname(trained.model_path))) == ["tiny.model", "tiny.vocab"]
 
 
@@ -52,24 +71,40 @@ def test_lowercased_ascii_text_has_no_unknowns(trained):
     lines = [line for line in CORPUS.read_text("utf-8").splitlines() if plain.fullmatch(line)]
     ids = tokenizer.encode_batch(lines + ["A Brand-New Sentence: (about) a QUICK fox?!"])
     assert len(lines) > 3000 and all(tokenizer.unk_id not in row for row in ids)
-    assert tokenizer.tokenize("THE CAT") == tokenizer.tokenize("the cat")  # trained on lowercased text
+    assert tokenizer.tokenize("THE CAT") == tokenizer.tokenize(
+        "the cat"
+    )  # trained on lowercased text
 
 
 def test_same_seed_same_model_and_sampling_bounds_input(trained, tmp_path):
     again = train_vocab(str(CORPUS), str(tmp_path / "again"), "tiny", TINY)
-    assert pathlib.Path(again.model_path).read_bytes() == pathlib.Path(trained.model_path).read_bytes()
-    sampled = train_vocab(str(CORPUS), str(tmp_path / "sampled"), "tiny",
-                          VocabConfig(vocab_size=500, num_threads=1, input_sentence_size=300))
-    assert pathlib.Path(sampled.model_path).read_bytes() != pathlib.Path(trained.model_path).read_bytes()
+    assert (
+        pathlib.Path(again.model_path).read_bytes() == pathlib.Path(trained.model_path).read_bytes()
+    )
+    sampled = train_vocab(
+        str(CORPUS),
+        str(tmp_path / "sampled"),
+        "tiny",
+        VocabConfig(vocab_size=500, num_threads=1, input_sentence_size=300),
+    )
+    assert (
+        pathlib.Path(sampled.model_path).read_bytes()
+        != pathlib.Path(trained.model_path).read_bytes()
+    )
 
 
 def test_gzip_and_comma_separated_globs_and_bad_lines(tmp_path):
     lines = CORPUS.read_bytes().splitlines(keepends=True)
     with gzip.open(tmp_path / "a.txt.gz", "wb") as f:
         f.writelines(lines[: len(lines) // 2])
-    (tmp_path / "b.txt").write_bytes(b"".join(lines[len(lines) // 2:]) + b"bad \xff\xfe line\n" + b"nul\0line\n")
+    (tmp_path / "b.txt").write_bytes(
+        b"".join(lines[len(lines) // 2 :]) + b"bad \xff\xfe line\n" + b"nul\0line\n"
+    )
     result = train_vocab(f"{tmp_path}/*.gz, {tmp_path}/b.*", str(tmp_path / "out"), "mixed", TINY)
-    assert result.lines_used == trained_line_count() and result.lines_skipped == {"invalid_utf8": 1, "nul_byte": 1}
+    assert result.lines_used == trained_line_count() and result.lines_skipped == {
+        "invalid_utf8": 1,
+        "nul_byte": 1,
+    }
     assert AlbertTokenizer(result.model_path).encode("alice") != []
 
 
@@ -96,17 +131,36 @@ def test_failed_training_keeps_previous_output(trained, tmp_path):
     (out / "tiny.model").write_bytes(b"previous")
     with pytest.raises(ValueError, match="vocab_size=900000"):
         train_vocab(str(CORPUS), str(out), "tiny", VocabConfig(vocab_size=900000, num_threads=1))
-    assert (out / "tiny.model").read_bytes() == b"previous" and sorted(os.listdir(out)) == ["tiny.model"]
+    assert (out / "tiny.model").read_bytes() == b"previous" and sorted(os.listdir(out)) == [
+        "tiny.model"
+    ]
 
 
 def test_cli(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    cmd = [sys.executable, "-m", "pipelines.train_tokenizer", f"--input_file={CORPUS}", "--vocab_size=400",
-           f"--output_dir={tmp_path}", "--model_prefix=sub/cli", "--num_threads=1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pipelines.train_tokenizer",
+        f"--input_file={CORPUS}",
+        "--vocab_size=400",
+        f"--output_dir={tmp_path}",
+        "--model_prefix=sub/cli",
+        "--num_threads=1",
+    ]
     run = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert spm.SentencePieceProcessor(model_file=str(tmp_path / "sub" / "cli.model")).get_piece_size() == 400
+    assert (
+        spm.SentencePieceProcessor(model_file=str(tmp_path / "sub" / "cli.model")).get_piece_size()
+        == 400
+    )
     assert (tmp_path / "sub" / "cli.vocab").exists()
-    run = subprocess.run(cmd[:3] + ["--input_file=/no/such/*.txt", f"--output_dir={tmp_path}"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        cmd[:3] + ["--input_file=/no/such/*.txt", f"--output_dir={tmp_path}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 1 and "/no/such/*.txt" in run.stderr

@@ -27,8 +27,10 @@ FEW_OPS = 16 * FLOAT32_EPS
 def assert_close_to_scale(actual, expected, relative, err_msg=""):
     """|actual - expected| <= relative * max(1, max |expected|), element-wise."""
     expected = np.asarray(expected)
-    np.testing.assert_allclose(np.asarray(actual), expected, rtol=0,
-                               atol=scaled_limit(expected, relative), err_msg=err_msg)
+    np.testing.assert_allclose(
+        np.asarray(actual), expected, rtol=0, atol=scaled_limit(expected, relative), err_msg=err_msg
+    )
+
 
 # Weights after a few optimizer updates computed two ways (one replica vs several, whose gradients
 # are summed in another order): each update carries its gradient's round-off times the learning

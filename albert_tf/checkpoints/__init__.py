@@ -1,15 +1,41 @@
 """Checkpoints stage: original TF1 checkpoints in and out by variable name; keras-hub conversion."""
 
-from albert_tf.checkpoints.classifier import (assign_classifier_weights, initialize_from_checkpoint,
-                                              load_classifier_checkpoint)
-from albert_tf.checkpoints.tf1 import (TF1_NAME_RULES, CheckpointMismatchError,
-                                       assign_tf1_checkpoint, assign_tf1_weights,
-                                       load_tf1_checkpoint, read_tf1_checkpoint, read_weights,
-                                       rename, resolve_checkpoint_prefix, save_tf1_checkpoint,
-                                       tf1_name, tf1_variable_map, tf1_weights)
+from albert_tf.checkpoints.classifier import (
+    assign_classifier_weights,
+    initialize_from_checkpoint,
+    load_classifier_checkpoint,
+)
+from albert_tf.checkpoints.tf1 import (
+    TF1_NAME_RULES,
+    CheckpointMismatchError,
+    assign_tf1_checkpoint,
+    assign_tf1_weights,
+    load_tf1_checkpoint,
+    read_tf1_checkpoint,
+    read_weights,
+    rename,
+    resolve_checkpoint_prefix,
+    save_tf1_checkpoint,
+    tf1_name,
+    tf1_variable_map,
+    tf1_weights,
+)
 
-__all__ = ["TF1_NAME_RULES", "CheckpointMismatchError", "assign_classifier_weights",
-           "assign_tf1_checkpoint", "assign_tf1_weights", "initialize_from_checkpoint",
-           "load_classifier_checkpoint", "load_tf1_checkpoint", "read_tf1_checkpoint",
-           "read_weights", "rename", "resolve_checkpoint_prefix", "save_tf1_checkpoint",
-           "tf1_name", "tf1_variable_map", "tf1_weights"]
+__all__ = [
+    "TF1_NAME_RULES",
+    "CheckpointMismatchError",
+    "assign_classifier_weights",
+    "assign_tf1_checkpoint",
+    "assign_tf1_weights",
+    "initialize_from_checkpoint",
+    "load_classifier_checkpoint",
+    "load_tf1_checkpoint",
+    "read_tf1_checkpoint",
+    "read_weights",
+    "rename",
+    "resolve_checkpoint_prefix",
+    "save_tf1_checkpoint",
+    "tf1_name",
+    "tf1_variable_map",
+    "tf1_weights",
+]

@@ -19,8 +19,9 @@ from albert_tf.modeling.heads.classifier import AlbertClassifier
 HEAD_TF1_NAMES = ("output_weights", "output_bias")
 
 
-def assign_classifier_weights(model: AlbertClassifier, tensors: Mapping[str, np.ndarray],
-                              source: str, require_head: bool) -> bool:
+def assign_classifier_weights(
+    model: AlbertClassifier, tensors: Mapping[str, np.ndarray], source: str, require_head: bool
+) -> bool:
     """Assigns `model` from {original name: array}; returns whether the head was loaded.
 
     Every backbone variable must be present with its shape, else `CheckpointMismatchError` lists
@@ -30,33 +31,46 @@ def assign_classifier_weights(model: AlbertClassifier, tensors: Mapping[str, np.
     pretraining heads `cls/...`) are ignored.
     """
     targets = tf1_variable_map(model)
-    head_ok = all(n in tensors and tuple(tensors[n].shape) == tuple(targets[n].shape)
-                  for n in HEAD_TF1_NAMES)
+    head_ok = all(
+        n in tensors and tuple(tensors[n].shape) == tuple(targets[n].shape) for n in HEAD_TF1_NAMES
+    )
     checked = [n for n in targets if n not in HEAD_TF1_NAMES or require_head]
-    problems = [f"missing from checkpoint: {n} {tuple(targets[n].shape)}"
-                for n in sorted(checked) if n not in tensors]
-    problems += [f"shape mismatch: {n} checkpoint {tuple(tensors[n].shape)} vs model "
-                 f"{tuple(targets[n].shape)}" for n in sorted(checked)
-                 if n in tensors and tuple(tensors[n].shape) != tuple(targets[n].shape)]
+    problems = [
+        f"missing from checkpoint: {n} {tuple(targets[n].shape)}"
+        for n in sorted(checked)
+        if n not in tensors
+    ]
+    problems += [
+        f"shape mismatch: {n} checkpoint {tuple(tensors[n].shape)} vs model "
+        f"{tuple(targets[n].shape)}"
+        for n in sorted(checked)
+        if n in tensors and tuple(tensors[n].shape) != tuple(targets[n].shape)
+    ]
     if problems:
         raise CheckpointMismatchError(
             f"{source} does not match the classifier ({len(problems)} problems):\n  "
-            + "\n  ".join(problems))
+            + "\n  ".join(problems)
+        )
     for name, variable in targets.items():
         if name not in HEAD_TF1_NAMES or head_ok:
             variable.assign(tensors[name])
     ignored = sorted(set(tensors) - set(targets))
     if ignored:
-        logging.info("%s: ignored %d variables not in the classifier (e.g. %s)", source,
-                     len(ignored), ignored[0])
+        logging.info(
+            "%s: ignored %d variables not in the classifier (e.g. %s)",
+            source,
+            len(ignored),
+            ignored[0],
+        )
     return head_ok
 
 
 def initialize_from_checkpoint(model: AlbertClassifier, path: str | os.PathLike) -> bool:
     """Fine-tuning init: backbone from a pretraining or classifier checkpoint (TF1 or `.keras`);
     the head too when the checkpoint has one of the same shape. Returns whether it did."""
-    head_loaded = assign_classifier_weights(model, read_weights(path), os.fspath(path),
-                                            require_head=False)
+    head_loaded = assign_classifier_weights(
+        model, read_weights(path), os.fspath(path), require_head=False
+    )
     logging.info("Initialised the backbone%s from %s", " and head" if head_loaded else "", path)
     return head_loaded
 

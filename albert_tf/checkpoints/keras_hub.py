@@ -21,18 +21,30 @@ _RULES: tuple[tuple[str, str], ...] = (
     (r"^embeddings/token_type_embeddings$", "segment_embedding/embeddings"),
     (r"^embeddings/LayerNorm/(gamma|beta)$", r"embeddings_layer_norm/\1"),
     (r"^embedding_hidden_mapping_in/(kernel|bias)$", r"embedding_projection/\1"),
-    (r"^group_(\d+)_inner_group_(\d+)_attention/(query|key|value)/(kernel|bias)$",
-     r"group_\1_inner_layer_\2/self_attention_layer/\3/\4"),
-    (r"^group_(\d+)_inner_group_(\d+)_attention/output_dense/(kernel|bias)$",
-     r"group_\1_inner_layer_\2/self_attention_layer/attention_output/\3"),
-    (r"^group_(\d+)_inner_group_(\d+)_attention/LayerNorm/(gamma|beta)$",
-     r"group_\1_inner_layer_\2/self_attention_layer_norm/\3"),
-    (r"^group_(\d+)_inner_group_(\d+)_ffn/intermediate_dense/(kernel|bias)$",
-     r"group_\1_inner_layer_\2/feedforward_intermediate_dense/\3"),
-    (r"^group_(\d+)_inner_group_(\d+)_ffn/output_dense/(kernel|bias)$",
-     r"group_\1_inner_layer_\2/feedforward_output_dense/\3"),
-    (r"^group_(\d+)_inner_group_(\d+)_ffn/LayerNorm/(gamma|beta)$",
-     r"group_\1_inner_layer_\2/feedforward_layer_norm/\3"),
+    (
+        r"^group_(\d+)_inner_group_(\d+)_attention/(query|key|value)/(kernel|bias)$",
+        r"group_\1_inner_layer_\2/self_attention_layer/\3/\4",
+    ),
+    (
+        r"^group_(\d+)_inner_group_(\d+)_attention/output_dense/(kernel|bias)$",
+        r"group_\1_inner_layer_\2/self_attention_layer/attention_output/\3",
+    ),
+    (
+        r"^group_(\d+)_inner_group_(\d+)_attention/LayerNorm/(gamma|beta)$",
+        r"group_\1_inner_layer_\2/self_attention_layer_norm/\3",
+    ),
+    (
+        r"^group_(\d+)_inner_group_(\d+)_ffn/intermediate_dense/(kernel|bias)$",
+        r"group_\1_inner_layer_\2/feedforward_intermediate_dense/\3",
+    ),
+    (
+        r"^group_(\d+)_inner_group_(\d+)_ffn/output_dense/(kernel|bias)$",
+        r"group_\1_inner_layer_\2/feedforward_output_dense/\3",
+    ),
+    (
+        r"^group_(\d+)_inner_group_(\d+)_ffn/LayerNorm/(gamma|beta)$",
+        r"group_\1_inner_layer_\2/feedforward_layer_norm/\3",
+    ),
     (r"^pooler/(kernel|bias)$", r"pooled_dense/\1"),
 )
 
@@ -44,15 +56,18 @@ def keras_hub_path(path: str) -> str:
 
 def _check_expressible(config: AlbertConfig) -> None:
     if config.sharing != "all":
-        raise ValueError(f"keras-hub's AlbertBackbone only shares everything; sharing="
-                         f"{config.sharing!r} cannot be converted")
+        raise ValueError(
+            f"keras-hub's AlbertBackbone only shares everything; sharing="
+            f"{config.sharing!r} cannot be converted"
+        )
     if config.num_hidden_layers % config.num_hidden_groups:
         raise ValueError("keras-hub needs num_hidden_layers divisible by num_hidden_groups")
     if config.hidden_act != "gelu":
         raise ValueError(f"keras-hub's AlbertBackbone hard-codes gelu; got {config.hidden_act!r}")
     if config.attention_probs_dropout_prob != config.hidden_dropout_prob:
-        raise ValueError("keras-hub's AlbertBackbone has one dropout rate; the config has two "
-                         "different ones")
+        raise ValueError(
+            "keras-hub's AlbertBackbone has one dropout rate; the config has two different ones"
+        )
 
 
 def to_keras_hub(model: AlbertModel) -> keras_hub.models.AlbertBackbone:
@@ -61,12 +76,18 @@ def to_keras_hub(model: AlbertModel) -> keras_hub.models.AlbertBackbone:
     c = model.config
     _check_expressible(c)
     backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=c.vocab_size, num_layers=c.num_hidden_layers,
-        num_heads=c.num_attention_heads, embedding_dim=c.embedding_size,
-        hidden_dim=c.hidden_size, intermediate_dim=c.intermediate_size,
-        num_groups=c.num_hidden_groups, num_inner_repetitions=c.inner_group_num,
-        dropout=c.hidden_dropout_prob, max_sequence_length=c.max_position_embeddings,
-        num_segments=c.type_vocab_size)
+        vocabulary_size=c.vocab_size,
+        num_layers=c.num_hidden_layers,
+        num_heads=c.num_attention_heads,
+        embedding_dim=c.embedding_size,
+        hidden_dim=c.hidden_size,
+        intermediate_dim=c.intermediate_size,
+        num_groups=c.num_hidden_groups,
+        num_inner_repetitions=c.inner_group_num,
+        dropout=c.hidden_dropout_prob,
+        max_sequence_length=c.max_position_embeddings,
+        num_segments=c.type_vocab_size,
+    )
     targets = {v.path: v for v in backbone.weights}
     assigned = set()
     for variable in model.weights:
@@ -86,22 +107,31 @@ def to_keras_hub(model: AlbertModel) -> keras_hub.models.AlbertBackbone:
 def from_keras_hub(backbone: keras_hub.models.AlbertBackbone) -> AlbertModel:
     """An `AlbertModel` with the weights of a keras-hub `AlbertBackbone`."""
     config = AlbertConfig(
-        vocab_size=backbone.vocabulary_size, embedding_size=backbone.embedding_dim,
-        hidden_size=backbone.hidden_dim, num_hidden_layers=backbone.num_layers,
-        num_hidden_groups=backbone.num_groups, num_attention_heads=backbone.num_heads,
+        vocab_size=backbone.vocabulary_size,
+        embedding_size=backbone.embedding_dim,
+        hidden_size=backbone.hidden_dim,
+        num_hidden_layers=backbone.num_layers,
+        num_hidden_groups=backbone.num_groups,
+        num_attention_heads=backbone.num_heads,
         intermediate_size=backbone.intermediate_dim,
-        inner_group_num=backbone.num_inner_repetitions, hidden_dropout_prob=backbone.dropout,
+        inner_group_num=backbone.num_inner_repetitions,
+        hidden_dropout_prob=backbone.dropout,
         attention_probs_dropout_prob=backbone.dropout,
         max_position_embeddings=backbone.max_sequence_length,
-        type_vocab_size=backbone.num_segments)
+        type_vocab_size=backbone.num_segments,
+    )
     model = AlbertModel(config)
     sources = {v.path: v.numpy() for v in backbone.weights}
     if config.embedding_size == config.hidden_size:
         # We (and the original) have no projection when E == H: only the identity converts.
-        if not (np.array_equal(sources["embedding_projection/kernel"], np.eye(config.hidden_size))
-                and not sources["embedding_projection/bias"].any()):
-            raise ValueError("embedding_dim == hidden_dim but keras-hub's embedding_projection is "
-                             "not the identity; the original architecture cannot express it")
+        if not (
+            np.array_equal(sources["embedding_projection/kernel"], np.eye(config.hidden_size))
+            and not sources["embedding_projection/bias"].any()
+        ):
+            raise ValueError(
+                "embedding_dim == hidden_dim but keras-hub's embedding_projection is "
+                "not the identity; the original architecture cannot express it"
+            )
     for variable in model.weights:
         variable.assign(np.reshape(sources[keras_hub_path(variable.path)], variable.shape))
     return model

@@ -16,26 +16,39 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.io import write_text
 from albert_tf.modeling.model import AlbertPretrainer
 
 _BLOCK = r"(group|layer)_(\d+)_inner_group_(\d+)"
 _TF1_BLOCK = r"bert/encoder/transformer/\1_\2/inner_group_\3"
 # (regex on our `variable.path`, replacement giving the original name), first match wins.
 TF1_NAME_RULES: tuple[tuple[str, str], ...] = (
-    (r"^embeddings/(word_embeddings|token_type_embeddings|position_embeddings)$",
-     r"bert/embeddings/\1"),
+    (
+        r"^embeddings/(word_embeddings|token_type_embeddings|position_embeddings)$",
+        r"bert/embeddings/\1",
+    ),
     (r"^embeddings/LayerNorm/(gamma|beta)$", r"bert/embeddings/LayerNorm/\1"),
-    (r"^embedding_hidden_mapping_in/(kernel|bias)$",
-     r"bert/encoder/embedding_hidden_mapping_in/\1"),
-    (rf"^{_BLOCK}_attention/(query|key|value)/(kernel|bias)$",
-     rf"{_TF1_BLOCK}/attention_1/self/\4/\5"),
-    (rf"^{_BLOCK}_attention/output_dense/(kernel|bias)$",
-     rf"{_TF1_BLOCK}/attention_1/output/dense/\4"),
+    (
+        r"^embedding_hidden_mapping_in/(kernel|bias)$",
+        r"bert/encoder/embedding_hidden_mapping_in/\1",
+    ),
+    (
+        rf"^{_BLOCK}_attention/(query|key|value)/(kernel|bias)$",
+        rf"{_TF1_BLOCK}/attention_1/self/\4/\5",
+    ),
+    (
+        rf"^{_BLOCK}_attention/output_dense/(kernel|bias)$",
+        rf"{_TF1_BLOCK}/attention_1/output/dense/\4",
+    ),
     (rf"^{_BLOCK}_attention/LayerNorm/(gamma|beta)$", rf"{_TF1_BLOCK}/LayerNorm/\4"),
-    (rf"^{_BLOCK}_ffn/intermediate_dense/(kernel|bias)$",
-     rf"{_TF1_BLOCK}/ffn_1/intermediate/dense/\4"),
-    (rf"^{_BLOCK}_ffn/output_dense/(kernel|bias)$",
-     rf"{_TF1_BLOCK}/ffn_1/intermediate/output/dense/\4"),
+    (
+        rf"^{_BLOCK}_ffn/intermediate_dense/(kernel|bias)$",
+        rf"{_TF1_BLOCK}/ffn_1/intermediate/dense/\4",
+    ),
+    (
+        rf"^{_BLOCK}_ffn/output_dense/(kernel|bias)$",
+        rf"{_TF1_BLOCK}/ffn_1/intermediate/output/dense/\4",
+    ),
     (rf"^{_BLOCK}_ffn/LayerNorm/(gamma|beta)$", rf"{_TF1_BLOCK}/LayerNorm_1/\4"),
     (r"^pooler/(kernel|bias)$", r"bert/pooler/dense/\1"),
     (r"^predictions/dense/(kernel|bias)$", r"cls/predictions/transform/dense/\1"),
@@ -90,12 +103,16 @@ def resolve_checkpoint_prefix(path: str | os.PathLike) -> str:
         prefix = tf.train.latest_checkpoint(path)
         if prefix is not None:
             return prefix
-        prefixes = sorted(os.path.join(path, f[:-len(".index")])
-                          for f in os.listdir(path) if f.endswith(".index"))
+        prefixes = sorted(
+            os.path.join(path, f[: -len(".index")])
+            for f in os.listdir(path)
+            if f.endswith(".index")
+        )
         if len(prefixes) != 1:
             raise FileNotFoundError(
                 f"cannot choose a checkpoint in directory {path}: no `checkpoint` state file and "
-                f"{len(prefixes)} candidates {prefixes}; pass the prefix itself")
+                f"{len(prefixes)} candidates {prefixes}; pass the prefix itself"
+            )
         return prefixes[0]
     if not tf.io.gfile.exists(path + ".index"):
         raise FileNotFoundError(f"checkpoint not found: {path} (expected {path}.index)")
@@ -129,17 +146,26 @@ def assign_tf1_weights(model, tensors: dict[str, np.ndarray], source: str) -> No
     """
     shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
     targets = tf1_variable_map(model)
-    problems = [f"missing from checkpoint: {name} {tuple(v.shape)}"
-                for name, v in sorted(targets.items()) if name not in shapes]
-    problems += [f"unexpected in checkpoint: {name} {shape}"
-                 for name, shape in sorted(shapes.items()) if name not in targets]
-    problems += [f"shape mismatch: {name} checkpoint {shapes[name]} vs model {tuple(v.shape)}"
-                 for name, v in sorted(targets.items())
-                 if name in shapes and shapes[name] != tuple(v.shape)]
+    problems = [
+        f"missing from checkpoint: {name} {tuple(v.shape)}"
+        for name, v in sorted(targets.items())
+        if name not in shapes
+    ]
+    problems += [
+        f"unexpected in checkpoint: {name} {shape}"
+        for name, shape in sorted(shapes.items())
+        if name not in targets
+    ]
+    problems += [
+        f"shape mismatch: {name} checkpoint {shapes[name]} vs model {tuple(v.shape)}"
+        for name, v in sorted(targets.items())
+        if name in shapes and shapes[name] != tuple(v.shape)
+    ]
     if problems:
         raise CheckpointMismatchError(
             f"checkpoint {source} does not match the config ({len(problems)} problems):\n  "
-            + "\n  ".join(problems))
+            + "\n  ".join(problems)
+        )
     for name, variable in targets.items():
         variable.assign(tensors[name])
 
@@ -162,25 +188,32 @@ def save_tf1_checkpoint(model, path: str | os.PathLike, global_step: int | None 
         tensors.append(tf.constant(global_step, tf.int64))
     staging = tempfile.mkdtemp(prefix=f".{basename}.", dir=directory)
     try:
-        tf.raw_ops.SaveV2(prefix=os.path.join(staging, basename), tensor_names=names,
-                          shape_and_slices=[""] * len(names), tensors=tensors)
+        tf.raw_ops.SaveV2(
+            prefix=os.path.join(staging, basename),
+            tensor_names=names,
+            shape_and_slices=[""] * len(names),
+            tensors=tensors,
+        )
         for filename in os.listdir(staging):
             os.replace(os.path.join(staging, filename), os.path.join(directory, filename))
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     # The `checkpoint` state file that TF1's Saver and `tf.train.latest_checkpoint` read.
-    state = os.path.join(directory, "checkpoint")
-    with open(state + ".tmp", "w") as f:
-        f.write(f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n')
-    os.replace(state + ".tmp", state)
+    write_text(
+        os.path.join(directory, "checkpoint"),
+        f'model_checkpoint_path: "{basename}"\nall_model_checkpoint_paths: "{basename}"\n',
+    )
     return path
 
 
 def read_tf1_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """All model tensors of a TF1 checkpoint by name (optimizer slots and step skipped)."""
     reader = tf.train.load_checkpoint(resolve_checkpoint_prefix(path))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if not _SKIPPED.search(name)}
+    return {
+        name: reader.get_tensor(name)
+        for name in reader.get_variable_to_shape_map()
+        if not _SKIPPED.search(name)
+    }
 
 
 def tf1_weights(model) -> dict[str, np.ndarray]:
@@ -194,6 +227,7 @@ def read_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
     import keras
 
     import albert_tf.modeling  # noqa: F401  (registers every model class for load_model)
+
     path = os.fspath(path)
     if path.endswith(".keras"):
         if not os.path.isfile(path):

@@ -25,11 +25,13 @@ Texts = list[tuple[str, str | None]]
 
 
 def empty_examples(max_seq_length: int, max_predictions: int) -> Examples:
-    return {"input_ids": np.zeros((0, max_seq_length), np.int32),
-            "input_mask": np.zeros((0, max_seq_length), np.int32),
-            "segment_ids": np.zeros((0, max_seq_length), np.int32),
-            "masked_lm_positions": np.zeros((0, max_predictions), np.int32),
-            "masked_lm_weights": np.zeros((0, max_predictions), np.float32)}
+    return {
+        "input_ids": np.zeros((0, max_seq_length), np.int32),
+        "input_mask": np.zeros((0, max_seq_length), np.int32),
+        "segment_ids": np.zeros((0, max_seq_length), np.int32),
+        "masked_lm_positions": np.zeros((0, max_predictions), np.int32),
+        "masked_lm_weights": np.zeros((0, max_predictions), np.float32),
+    }
 
 
 def take(examples: Examples, index) -> Examples:
@@ -41,15 +43,21 @@ def num_examples(examples: Examples) -> int:
     return len(examples["input_ids"])
 
 
-def _mask_positions(input_ids: np.ndarray, special: np.ndarray, max_predictions: int,
-                    mask_id: int, rng: np.random.Generator):
+def _mask_positions(
+    input_ids: np.ndarray,
+    special: np.ndarray,
+    max_predictions: int,
+    mask_id: int,
+    rng: np.random.Generator,
+):
     """Replace ~15% of the non-special tokens of each row by [MASK]; their positions, sorted."""
     positions = np.zeros((len(input_ids), max_predictions), np.int32)
     weights = np.zeros((len(input_ids), max_predictions), np.float32)
     for row in range(len(input_ids)):
         candidates = np.flatnonzero(~special[row])
-        count = min(max_predictions, max(1, round(len(candidates) * MASKED_LM_PROB)),
-                    len(candidates))
+        count = min(
+            max_predictions, max(1, round(len(candidates) * MASKED_LM_PROB)), len(candidates)
+        )
         chosen = np.sort(rng.choice(candidates, count, replace=False))
         input_ids[row, chosen] = mask_id
         positions[row, :count] = chosen
@@ -63,9 +71,10 @@ def _read_text_lines(path: str) -> list[list[str]]:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: not UTF-8 text ({e}); a TFRecord file must be named "
-                         f"*.tfrecord (or .tfrecords, .record, .tfr, optionally -NNNNN-of-NNNNN)"
-                         ) from None
+        raise ValueError(
+            f"{path}: not UTF-8 text ({e}); a TFRecord file must be named "
+            f"*.tfrecord (or .tfrecords, .record, .tfr, optionally -NNNNN-of-NNNNN)"
+        ) from None
     documents, current = [], []
     for line in text.splitlines():
         if line.strip():
@@ -80,8 +89,14 @@ def _read_text_lines(path: str) -> list[list[str]]:
     return documents
 
 
-def examples_from_text(path: str, tokenizer: AlbertTokenizer, max_seq_length: int,
-                       max_predictions: int, limit: int, seed: int) -> tuple[Examples, Texts]:
+def examples_from_text(
+    path: str,
+    tokenizer: AlbertTokenizer,
+    max_seq_length: int,
+    max_predictions: int,
+    limit: int,
+    seed: int,
+) -> tuple[Examples, Texts]:
     """Up to `limit` examples from a text file (one sentence a line, blank lines between documents).
 
     Each line is packed with the next line of its document as segment B (single when it is the
@@ -90,16 +105,22 @@ def examples_from_text(path: str, tokenizer: AlbertTokenizer, max_seq_length: in
     Returns the examples and their (text_a, text_b or None) pairs.
     """
     rng = np.random.default_rng(seed)
-    pairs = [(doc[i], doc[i + 1] if i + 1 < len(doc) else None)
-             for doc in _read_text_lines(path) for i in range(len(doc))]
+    pairs = [
+        (doc[i], doc[i + 1] if i + 1 < len(doc) else None)
+        for doc in _read_text_lines(path)
+        for i in range(len(doc))
+    ]
     chosen = rng.permutation(len(pairs))[:limit]
     packed = [tokenizer.encode_pair(*pairs[i], max_seq_length) for i in chosen]
-    examples = {key: np.array([getattr(p, key) for p in packed], np.int32)
-                .reshape(-1, max_seq_length) for key in ("input_ids", "input_mask", "segment_ids")}
+    examples = {
+        key: np.array([getattr(p, key) for p in packed], np.int32).reshape(-1, max_seq_length)
+        for key in ("input_ids", "input_mask", "segment_ids")
+    }
     ids = examples["input_ids"]
     special = np.isin(ids, [tokenizer.cls_id, tokenizer.sep_id]) | (examples["input_mask"] == 0)
     examples["masked_lm_positions"], examples["masked_lm_weights"] = _mask_positions(
-        ids, special, max_predictions, tokenizer.mask_id, rng)
+        ids, special, max_predictions, tokenizer.mask_id, rng
+    )
     return examples, [pairs[i] for i in chosen]
 
 
@@ -109,8 +130,9 @@ def _pad_to(values: np.ndarray, length: int, what: str) -> np.ndarray:
     return np.pad(values, (0, length - len(values)))
 
 
-def examples_from_tfrecords(path: str, max_seq_length: int, max_predictions: int,
-                            limit: int) -> Examples:
+def examples_from_tfrecords(
+    path: str, max_seq_length: int, max_predictions: int, limit: int
+) -> Examples:
     """The first `limit` records of a pretraining TFRecord file in the original schema.
 
     Sequences shorter than `max_seq_length` are padded; longer ones are an error naming the
@@ -133,39 +155,62 @@ def examples_from_tfrecords(path: str, max_seq_length: int, max_predictions: int
     with tf.io.gfile.GFile(path, "rb") as f:  # any path TensorFlow reads, gs:// included
         for item in itertools.islice(records.scan_records(f, path), limit):
             if isinstance(item, records.BadRecord):
-                raise CorruptRecordError(f"{path}: corrupt TFRecord file: record {item.index}: "
-                                         f"{item.problem} (byte offset {item.offset})")
+                raise CorruptRecordError(
+                    f"{path}: corrupt TFRecord file: record {item.index}: "
+                    f"{item.problem} (byte offset {item.offset})"
+                )
             where = f"{path}: record {item.index}"
             try:
                 features = tf.train.Example.FromString(item.data).features.feature
             except DecodeError:
-                raise CorruptRecordError(f"{where}: not a tf.train.Example (byte offset "
-                                         f"{item.offset})") from None
+                raise CorruptRecordError(
+                    f"{where}: not a tf.train.Example (byte offset {item.offset})"
+                ) from None
             missing = [k for k in ids_keys if k not in features]
             if missing:
                 raise ValueError(f"{where} lacks features {missing} of the pretraining schema")
             for key in ids_keys:
-                rows[key].append(_pad_to(np.array(values(features, key), np.int64),
-                                         max_seq_length, f"{where} {key}"))
-            positions = np.array(values(features, "masked_lm_positions")
-                                 if "masked_lm_positions" in features else [], np.int64)
-            weights = np.array(values(features, "masked_lm_weights")
-                               if "masked_lm_weights" in features else np.ones(len(positions)),
-                               np.float32)
+                rows[key].append(
+                    _pad_to(
+                        np.array(values(features, key), np.int64), max_seq_length, f"{where} {key}"
+                    )
+                )
+            positions = np.array(
+                values(features, "masked_lm_positions")
+                if "masked_lm_positions" in features
+                else [],
+                np.int64,
+            )
+            weights = np.array(
+                values(features, "masked_lm_weights")
+                if "masked_lm_weights" in features
+                else np.ones(len(positions)),
+                np.float32,
+            )
             keep = weights[:max_predictions] > 0  # zero weights pad the original's records
-            rows["masked_lm_positions"].append(_pad_to(positions[:max_predictions] * keep,
-                                                       max_predictions, where))
-            rows["masked_lm_weights"].append(_pad_to(weights[:max_predictions] * keep,
-                                                     max_predictions, where))
+            rows["masked_lm_positions"].append(
+                _pad_to(positions[:max_predictions] * keep, max_predictions, where)
+            )
+            rows["masked_lm_weights"].append(
+                _pad_to(weights[:max_predictions] * keep, max_predictions, where)
+            )
     if not rows["input_ids"]:
         raise ValueError(f"{path}: no records")
     examples = {k: np.stack(v) for k, v in rows.items()}
-    return {k: v.astype(np.float32 if k in records.FLOAT_FEATURES else np.int32)
-            for k, v in examples.items()}
+    return {
+        k: v.astype(np.float32 if k in records.FLOAT_FEATURES else np.int32)
+        for k, v in examples.items()
+    }
 
 
-def random_examples(vocab_size: int, max_seq_length: int, max_predictions: int, count: int,
-                    seed: int, special_ids: tuple[int, int, int] = (2, 3, 4)) -> Examples:
+def random_examples(
+    vocab_size: int,
+    max_seq_length: int,
+    max_predictions: int,
+    count: int,
+    seed: int,
+    special_ids: tuple[int, int, int] = (2, 3, 4),
+) -> Examples:
     """Seeded random-token examples of random lengths and segment splits (no data given).
 
     `special_ids` are ([CLS], [SEP], [MASK]) ids: those of the ALBERT vocabulary by default.
@@ -184,14 +229,26 @@ def random_examples(vocab_size: int, max_seq_length: int, max_predictions: int, 
         ids[np.arange(count), lengths - 1] = sep_id
     ids *= mask
     special = (mask == 0) | (position[None] == 0) | (position[None] == lengths[:, None] - 1)
-    positions, weights = _mask_positions(ids, special, max_predictions,
-                                         mask_id if vocab_size > mask_id else 0, rng)
-    return {"input_ids": ids, "input_mask": mask, "segment_ids": segments,
-            "masked_lm_positions": positions, "masked_lm_weights": weights}
+    positions, weights = _mask_positions(
+        ids, special, max_predictions, mask_id if vocab_size > mask_id else 0, rng
+    )
+    return {
+        "input_ids": ids,
+        "input_mask": mask,
+        "segment_ids": segments,
+        "masked_lm_positions": positions,
+        "masked_lm_weights": weights,
+    }
 
 
-def load_examples(path: str, tokenizer: AlbertTokenizer | None, max_seq_length: int,
-                  max_predictions: int, limit: int, seed: int) -> tuple[Examples, Texts]:
+def load_examples(
+    path: str,
+    tokenizer: AlbertTokenizer | None,
+    max_seq_length: int,
+    max_predictions: int,
+    limit: int,
+    seed: int,
+) -> tuple[Examples, Texts]:
     """Examples from `path`, TFRecords (by name, see `TFRECORD_NAME`) or text (needs
     `tokenizer`), and their texts (none for TFRecords)."""
     if not os.path.isfile(path):
@@ -199,6 +256,7 @@ def load_examples(path: str, tokenizer: AlbertTokenizer | None, max_seq_length: 
     if TFRECORD_NAME.search(path):
         return examples_from_tfrecords(path, max_seq_length, max_predictions, limit), []
     if tokenizer is None:
-        raise ValueError(f"{path} is text: tokenizing it needs a SentencePiece model "
-                         "(--spm_model_file)")
+        raise ValueError(
+            f"{path} is text: tokenizing it needs a SentencePiece model (--spm_model_file)"
+        )
     return examples_from_text(path, tokenizer, max_seq_length, max_predictions, limit, seed)

@@ -55,16 +55,21 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sum(a * b, axis=1) / np.maximum(norms, 1e-30)
 
 
-def parity_figures(reference: dict[str, np.ndarray], candidate: dict[str, np.ndarray],
-                   masked_lm_weights: np.ndarray) -> dict[str, float]:
+def parity_figures(
+    reference: dict[str, np.ndarray],
+    candidate: dict[str, np.ndarray],
+    masked_lm_weights: np.ndarray,
+) -> dict[str, float]:
     """`max_abs_diff/<output>` and `max_abs/<output>` (its scale) for each output, plus
     `top1_agreement`, `min_cosine` and `mean_cosine` where the outputs have MLM logits, a pooled
     output or probabilities."""
     missing = sorted(set(reference) - set(candidate))
     if missing:
         raise KeyError(f"exported outputs lack {missing}; they have {sorted(candidate)}")
-    figures = {f"max_abs_diff/{k}": float(np.max(np.abs(candidate[k] - reference[k]), initial=0.0))
-               for k in reference}
+    figures = {
+        f"max_abs_diff/{k}": float(np.max(np.abs(candidate[k] - reference[k]), initial=0.0))
+        for k in reference
+    }
     figures |= {f"max_abs/{k}": float(np.max(np.abs(v), initial=0.0)) for k, v in reference.items()}
     if "mlm_logits" in reference:
         real = masked_lm_weights > 0
@@ -90,21 +95,27 @@ def merge_figures(figures_list: list[dict[str, float]]) -> dict[str, float]:
     return merged
 
 
-def parity_failures(kind: str, figures: dict[str, float],
-                    thresholds: ParityThresholds) -> list[str]:
+def parity_failures(
+    kind: str, figures: dict[str, float], thresholds: ParityThresholds
+) -> list[str]:
     """Why an artifact of `kind` (`saved_model` or a TFLite variant) fails; empty if it passes."""
     if kind in INT8_VARIANTS:
         failures = []
         if not figures["top1_agreement"] >= thresholds.int8_min_top1_agreement:  # NaN fails
-            failures.append(f"top-1 agreement {figures['top1_agreement']:.4f} < "
-                            f"{thresholds.int8_min_top1_agreement}")
+            failures.append(
+                f"top-1 agreement {figures['top1_agreement']:.4f} < "
+                f"{thresholds.int8_min_top1_agreement}"
+            )
         if not figures["min_cosine"] >= thresholds.int8_min_cosine:
             failures.append(
-                f"min cosine {figures['min_cosine']:.5f} < {thresholds.int8_min_cosine}")
+                f"min cosine {figures['min_cosine']:.5f} < {thresholds.int8_min_cosine}"
+            )
         return failures
-    limit = {"tflite_fp32": thresholds.fp32_relative_diff,
-             "tflite_fp16": thresholds.fp16_relative_diff,
-             "saved_model": thresholds.saved_model_relative_diff}[kind]
+    limit = {
+        "tflite_fp32": thresholds.fp32_relative_diff,
+        "tflite_fp16": thresholds.fp16_relative_diff,
+        "saved_model": thresholds.saved_model_relative_diff,
+    }[kind]
     failures = []
     for key, value in figures.items():
         if not key.startswith("max_abs_diff/"):

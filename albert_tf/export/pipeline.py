@@ -17,7 +17,6 @@ report, and `ParityError` is raised after the verified rest has been written.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -31,6 +30,7 @@ from albert_tf.checkpoints.tf1 import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export import data as export_data
 from albert_tf.export.parity import ParityThresholds
+from albert_tf.io import write_json
 from albert_tf.export.savedmodel import HEADS, ServingHead, build_saved_models
 from albert_tf.export.tflite import CALIBRATED_VARIANTS, VARIANTS, build_tflite_variants
 from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel
@@ -40,11 +40,13 @@ from albert_tf.text.tokenization import AlbertTokenizer
 FORMATS = ("saved_model", *VARIANTS)
 # Checked on every export with a tokenizer, whatever the data: empty, accented, digit-comma,
 # quote/whitespace normalisation, and texts far over any max_seq_length (truncated).
-PROBE_TEXTS = [("The quick brown fox jumps over the lazy dog.", None), ("", None),
-               ("Café au lait, naïve résumé — déjà vu.",
-                "In 1990, 2001, and 2019, prices rose 3.5%."),
-               ("  ``Quoted''\ttext\u3000with  odd   spacing ", ""),
-               ("word " * 600, "another sentence " * 300)]
+PROBE_TEXTS = [
+    ("The quick brown fox jumps over the lazy dog.", None),
+    ("", None),
+    ("Café au lait, naïve résumé — déjà vu.", "In 1990, 2001, and 2019, prices rose 3.5%."),
+    ("  ``Quoted''\ttext\u3000with  odd   spacing ", ""),
+    ("word " * 600, "another sentence " * 300),
+]
 
 
 class ParityError(RuntimeError):
@@ -72,7 +74,8 @@ class ExportConfig:
 
     def __post_init__(self):
         self.max_predictions_per_seq = resolve_max_predictions_per_seq(
-            self.max_predictions_per_seq, self.max_seq_length)
+            self.max_predictions_per_seq, self.max_seq_length
+        )
 
     def validate(self, albert_config: AlbertConfig) -> None:
         """Raise ValueError on the first setting that cannot work with `albert_config`."""
@@ -82,29 +85,40 @@ class ExportConfig:
         if not self.model_name or os.sep in self.model_name or self.model_name.startswith("."):
             raise ValueError(f"model_name must be a plain directory name, got {self.model_name!r}")
         if not isinstance(self.version, int) or self.version < 1:
-            raise ValueError(f"version must be a positive int (TF Serving's version directory), "
-                             f"got {self.version!r}")
+            raise ValueError(
+                f"version must be a positive int (TF Serving's version directory), "
+                f"got {self.version!r}"
+            )
         if not 3 <= self.max_seq_length <= albert_config.max_position_embeddings:
-            raise ValueError(f"max_seq_length={self.max_seq_length} must be in [3, "
-                             f"max_position_embeddings={albert_config.max_position_embeddings}]")
+            raise ValueError(
+                f"max_seq_length={self.max_seq_length} must be in [3, "
+                f"max_position_embeddings={albert_config.max_position_embeddings}]"
+            )
         if not 1 <= self.max_predictions_per_seq <= self.max_seq_length:
-            raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be in "
-                             f"[1, max_seq_length={self.max_seq_length}]")
+            raise ValueError(
+                f"max_predictions_per_seq={self.max_predictions_per_seq} must be in "
+                f"[1, max_seq_length={self.max_seq_length}]"
+            )
         if calibrated := [f for f in self.formats if f in CALIBRATED_VARIANTS]:
             if not self.representative_data:
-                raise ValueError(f"{', '.join(calibrated)}: calibrated on real inputs, so "
-                                 f"representative_data is needed")
+                raise ValueError(
+                    f"{', '.join(calibrated)}: calibrated on real inputs, so "
+                    f"representative_data is needed"
+                )
 
     def destinations(self) -> dict[str, str]:
         """Final path of each artifact this config may write, by key."""
         out, name, version = self.output_dir, self.model_name, str(self.version)
-        paths = {"saved_model": os.path.join(out, name, version),
-                 "preprocessing": os.path.join(out, f"{name}_preprocessing", version),
-                 "text": os.path.join(out, f"{name}_text", version),
-                 "report": os.path.join(out, f"export_report_{name}_{version}.json")}
+        paths = {
+            "saved_model": os.path.join(out, name, version),
+            "preprocessing": os.path.join(out, f"{name}_preprocessing", version),
+            "text": os.path.join(out, f"{name}_text", version),
+            "report": os.path.join(out, f"export_report_{name}_{version}.json"),
+        }
         for variant in VARIANTS:
-            paths[variant] = os.path.join(out, f"{name}_tflite", version,
-                                         f"{name}_{variant.removeprefix('tflite_')}.tflite")
+            paths[variant] = os.path.join(
+                out, f"{name}_tflite", version, f"{name}_{variant.removeprefix('tflite_')}.tflite"
+            )
         return paths
 
 
@@ -119,8 +133,9 @@ def _albert_config_of(model: keras.Model) -> AlbertConfig | None:
     return None
 
 
-def serving_head(kind: str, model: keras.Model,
-                 albert_config_file: str | None = None) -> ServingHead:
+def serving_head(
+    kind: str, model: keras.Model, albert_config_file: str | None = None
+) -> ServingHead:
     """Wrap `model` as `kind` after checking it has what that head serves (see `ServingHead`)."""
     if kind not in HEADS:
         raise ValueError(f"head must be one of {HEADS}, got {kind!r}")
@@ -128,44 +143,61 @@ def serving_head(kind: str, model: keras.Model,
     if config is None and albert_config_file:
         config = AlbertConfig.from_json_file(albert_config_file)
     if config is None:
-        raise ValueError(f"{model.name} holds no AlbertModel to read the ALBERT config from; "
-                         "give albert_config_file")
+        raise ValueError(
+            f"{model.name} holds no AlbertModel to read the ALBERT config from; "
+            "give albert_config_file"
+        )
     if kind == "pretrainer":
         names = {layer.name for layer in model.layers}
         if not (hasattr(model, "backbone") and {"predictions", "seq_relationship"} <= names):
-            raise ValueError(f"{model.name} ({type(model).__name__}) is not an AlbertPretrainer: "
-                             "it lacks the MLM (`predictions`) or SOP (`seq_relationship`) head")
+            raise ValueError(
+                f"{model.name} ({type(model).__name__}) is not an AlbertPretrainer: "
+                "it lacks the MLM (`predictions`) or SOP (`seq_relationship`) head"
+            )
         return ServingHead(kind, model, config)
-    requirement = (f"{model.name} is no classifier: called on dict(input_ids, input_mask, "
-                   "segment_ids) it must return a dict with `probabilities` [batch, classes]")
+    requirement = (
+        f"{model.name} is no classifier: called on dict(input_ids, input_mask, "
+        "segment_ids) it must return a dict with `probabilities` [batch, classes]"
+    )
     try:
         outputs = model({k: np.zeros((1, 4), np.int32) for k in BACKBONE_INPUTS}, training=False)
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{requirement}; it raised {type(e).__name__}: {e}") from None
-    if not isinstance(outputs, dict) or "probabilities" not in outputs or \
-            len(outputs["probabilities"].shape) != 2:
+    if (
+        not isinstance(outputs, dict)
+        or "probabilities" not in outputs
+        or len(outputs["probabilities"].shape) != 2
+    ):
         raise ValueError(requirement)
     return ServingHead(kind, model, config)
 
 
-def load_serving_head(kind: str, keras_model: str | None = None, tf1_checkpoint: str | None = None,
-                      albert_config_file: str | None = None) -> ServingHead:
+def load_serving_head(
+    kind: str,
+    keras_model: str | None = None,
+    tf1_checkpoint: str | None = None,
+    albert_config_file: str | None = None,
+) -> ServingHead:
     """The model to export: a `.keras` file (pretrainer or classifier), or an original TF1
     pretraining checkpoint with its `albert_config.json`."""
     if bool(keras_model) == bool(tf1_checkpoint):
         raise ValueError("give exactly one of keras_model or tf1_checkpoint")
     if tf1_checkpoint:
         if kind != "pretrainer":
-            raise ValueError("a TF1 checkpoint exports as head=pretrainer; export fine-tuned "
-                             "classifiers from their .keras file")
+            raise ValueError(
+                "a TF1 checkpoint exports as head=pretrainer; export fine-tuned "
+                "classifiers from their .keras file"
+            )
         if not albert_config_file:
             raise ValueError("tf1_checkpoint needs albert_config_file")
         return serving_head(kind, load_tf1_checkpoint(tf1_checkpoint, albert_config_file))
     import albert_tf.modeling  # noqa: F401  (registers every model class for load_model)
+
     if not os.path.isfile(keras_model):
         raise FileNotFoundError(f"Keras model file not found: {keras_model}")
-    return serving_head(kind, keras.saving.load_model(keras_model, compile=False),
-                        albert_config_file)
+    return serving_head(
+        kind, keras.saving.load_model(keras_model, compile=False), albert_config_file
+    )
 
 
 def _tokenizer(config: ExportConfig, albert_config: AlbertConfig) -> AlbertTokenizer | None:
@@ -173,8 +205,10 @@ def _tokenizer(config: ExportConfig, albert_config: AlbertConfig) -> AlbertToken
         return None
     tokenizer = AlbertTokenizer(config.spm_model_file, do_lower_case=config.do_lower_case)
     if tokenizer.vocab_size != albert_config.vocab_size:
-        raise ValueError(f"{config.spm_model_file} has {tokenizer.vocab_size} pieces but the "
-                         f"model's vocab_size is {albert_config.vocab_size}")
+        raise ValueError(
+            f"{config.spm_model_file} has {tokenizer.vocab_size} pieces but the "
+            f"model's vocab_size is {albert_config.vocab_size}"
+        )
     return tokenizer
 
 
@@ -183,25 +217,44 @@ def _examples(config: ExportConfig, head: ServingHead, tokenizer):
     wanted = config.num_verification_examples + config.num_calibration_examples
     if config.representative_data:
         examples, texts = export_data.load_examples(
-            config.representative_data, tokenizer, config.max_seq_length,
-            config.max_predictions_per_seq, wanted, config.seed)
+            config.representative_data,
+            tokenizer,
+            config.max_seq_length,
+            config.max_predictions_per_seq,
+            wanted,
+            config.seed,
+        )
         source = config.representative_data
     else:
-        examples, texts = export_data.random_examples(
-            head.config.vocab_size, config.max_seq_length, config.max_predictions_per_seq, wanted,
-            config.seed), []
+        examples, texts = (
+            export_data.random_examples(
+                head.config.vocab_size,
+                config.max_seq_length,
+                config.max_predictions_per_seq,
+                wanted,
+                config.seed,
+            ),
+            [],
+        )
         source = "random token ids (no representative_data)"
-        logging.warning("No representative data: verifying on %s; pass real text for "
-                        "meaningful int8 checks", source)
+        logging.warning(
+            "No representative data: verifying on %s; pass real text for meaningful int8 checks",
+            source,
+        )
     count = export_data.num_examples(examples)
     verify = min(config.num_verification_examples, count)
     if verify < config.num_verification_examples:
-        logging.warning("%s has %d examples, fewer than the %d asked for verification", source,
-                        count, config.num_verification_examples)
+        logging.warning(
+            "%s has %d examples, fewer than the %d asked for verification",
+            source,
+            count,
+            config.num_verification_examples,
+        )
     verification = export_data.take(examples, slice(0, verify))
     # Calibrate on examples not verified on when there are enough.
-    calibration = (export_data.take(examples, slice(verify, None)) if count > verify
-                   else verification)
+    calibration = (
+        export_data.take(examples, slice(verify, None)) if count > verify else verification
+    )
     return verification, calibration, texts[:verify], source
 
 
@@ -226,42 +279,86 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
     config.validate(head.config)
     tokenizer = _tokenizer(config, head.config)
     destinations = config.destinations()
-    taken = [p for k, p in destinations.items() if os.path.exists(p) and
-             (k in config.formats or k == "report" or
-              (k in ("preprocessing", "text") and tokenizer and "saved_model" in config.formats))]
+    taken = [
+        p
+        for k, p in destinations.items()
+        if os.path.exists(p)
+        and (
+            k in config.formats
+            or k == "report"
+            or (k in ("preprocessing", "text") and tokenizer and "saved_model" in config.formats)
+        )
+    ]
     if taken:
         raise FileExistsError(f"already exported (choose another version): {taken}")
     verification, calibration, texts, source = _examples(config, head, tokenizer)
     logging.info("Verifying on %d examples from %s", export_data.num_examples(verification), source)
     reference = {name: head.keras_outputs(verification, name) for name in head.signature_inputs}
-    report = {"model_name": config.model_name, "version": config.version, "head": head.kind,
-              "max_seq_length": config.max_seq_length,
-              "max_predictions_per_seq": config.max_predictions_per_seq,
-              "albert_config": head.config.to_dict(), "tensorflow": tf.__version__,
-              "verification": {"source": source,
-                               "num_examples": export_data.num_examples(verification),
-                               "num_calibration_examples": export_data.num_examples(calibration)},
-              "thresholds": dataclasses.asdict(config.thresholds), "artifacts": {}}
+    report = {
+        "model_name": config.model_name,
+        "version": config.version,
+        "head": head.kind,
+        "max_seq_length": config.max_seq_length,
+        "max_predictions_per_seq": config.max_predictions_per_seq,
+        "albert_config": head.config.to_dict(),
+        "tensorflow": tf.__version__,
+        "verification": {
+            "source": source,
+            "num_examples": export_data.num_examples(verification),
+            "num_calibration_examples": export_data.num_examples(calibration),
+        },
+        "thresholds": dataclasses.asdict(config.thresholds),
+        "artifacts": {},
+    }
     os.makedirs(config.output_dir, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".export-{config.model_name}-{config.version}-",
-                               dir=config.output_dir)
+    staging = tempfile.mkdtemp(
+        prefix=f".export-{config.model_name}-{config.version}-", dir=config.output_dir
+    )
     try:
         passed = {}
         if "saved_model" in config.formats:
             assets = _write_assets(os.path.join(staging, "assets_source"), head, config)
-            preprocessing = None if tokenizer is None else AlbertPreprocessingLayer(
-                tokenizer.model_proto, max_seq_length=config.max_seq_length,
-                do_lower_case=config.do_lower_case)
-            passed.update(build_saved_models(
-                head, config.max_seq_length, preprocessing, tokenizer, verification,
-                PROBE_TEXTS + texts, reference, assets, staging, config.thresholds,
-                report["artifacts"]))
+            preprocessing = (
+                None
+                if tokenizer is None
+                else AlbertPreprocessingLayer(
+                    tokenizer.model_proto,
+                    max_seq_length=config.max_seq_length,
+                    do_lower_case=config.do_lower_case,
+                )
+            )
+            passed.update(
+                build_saved_models(
+                    head,
+                    config.max_seq_length,
+                    preprocessing,
+                    tokenizer,
+                    verification,
+                    PROBE_TEXTS + texts,
+                    reference,
+                    assets,
+                    staging,
+                    config.thresholds,
+                    report["artifacts"],
+                )
+            )
         variants = [f for f in config.formats if f in VARIANTS]
         if variants:
-            passed.update(build_tflite_variants(
-                head, variants, config.max_seq_length, config.max_predictions_per_seq,
-                verification, calibration, reference, staging, config.thresholds,
-                config.latency_runs, report["artifacts"]))
+            passed.update(
+                build_tflite_variants(
+                    head,
+                    variants,
+                    config.max_seq_length,
+                    config.max_predictions_per_seq,
+                    verification,
+                    calibration,
+                    reference,
+                    staging,
+                    config.thresholds,
+                    config.latency_runs,
+                    report["artifacts"],
+                )
+            )
         for key, staged in passed.items():
             os.makedirs(os.path.dirname(destinations[key]), exist_ok=True)
             os.rename(staged, destinations[key])
@@ -269,11 +366,10 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
             logging.info("Wrote %s", destinations[key])
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    with open(destinations["report"] + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=2, sort_keys=True)
-    os.replace(destinations["report"] + ".tmp", destinations["report"])
+    write_json(destinations["report"], report)
     refused = {k: a["failures"] for k, a in report["artifacts"].items() if a["failures"]}
     if refused:
-        raise ParityError(f"not written, failed verification: {refused} "
-                          f"(report: {destinations['report']})")
+        raise ParityError(
+            f"not written, failed verification: {refused} (report: {destinations['report']})"
+        )
     return report

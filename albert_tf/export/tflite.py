@@ -23,20 +23,29 @@ import tensorflow as tf
 from absl import logging
 from ai_edge_litert import schema_py_generated as schema
 from ai_edge_litert.interpreter import Interpreter
+
 # The quantizer behind tf.lite.experimental.QuantizationDebugger's op denylist; the converter's
 # public options have no per-op switch.
 from tensorflow.lite.python import convert as lite_convert
 
-from albert_tf.export.parity import (ParityThresholds, merge_figures, parity_failures,
-                                     parity_figures)
-from albert_tf.export.savedmodel import (POSITIONS, ServingHead, save_with_signatures,
-                                         signature_function)
+from albert_tf.export.parity import ParityThresholds, merge_figures, parity_failures, parity_figures
+from albert_tf.export.savedmodel import (
+    POSITIONS,
+    ServingHead,
+    save_with_signatures,
+    signature_function,
+)
 from albert_tf.export.tied_table import share_tied_embedding_table
 from albert_tf.modeling import layers
 from albert_tf.modeling.model import BACKBONE_INPUTS
 
-VARIANTS = ("tflite_fp32", "tflite_fp16", "tflite_int8_dynamic", "tflite_int8",
-            "tflite_int8_integer_only")
+VARIANTS = (
+    "tflite_fp32",
+    "tflite_fp16",
+    "tflite_int8_dynamic",
+    "tflite_int8",
+    "tflite_int8_integer_only",
+)
 CALIBRATED_VARIANTS = ("tflite_int8", "tflite_int8_integer_only")
 # `tflite_int8` keeps these ops in float. XNNPACK (LiteRT's default CPU engine) has no int8 kernel
 # for the first five, and none for the int8 variance + 1e-12 of layer norm (an epsilon 6 orders
@@ -45,20 +54,34 @@ CALIBRATED_VARIANTS = ("tflite_int8", "tflite_int8_integer_only")
 # thread and as long on 2; with these in float it is one partition per signature, ~30 ms on 1
 # thread and ~20 ms on 2 (benchmarks/tflite_latency.py). The matmuls, where the time and the weights
 # are, stay int8.
-INT8_FLOAT_OPS = ("BATCH_MATMUL", "SOFTMAX", "GELU", "RSQRT", "SQUARED_DIFFERENCE", "MEAN",
-                  "ADD", "SUB", "MUL")
+INT8_FLOAT_OPS = (
+    "BATCH_MATMUL",
+    "SOFTMAX",
+    "GELU",
+    "RSQRT",
+    "SQUARED_DIFFERENCE",
+    "MEAN",
+    "ADD",
+    "SUB",
+    "MUL",
+)
 # Integer-only models quantize `scores + mask bias` to 256 levels over its calibrated range: with
 # the original -10000 on padded keys a level is ~40 and every real score rounds to the same value
 # (MLM top-1 agreement 0.27 on the original code's tiny checkpoint). -30 keeps padded keys at
 # exp(-30) ~ 1e-13 of the softmax (nothing at int8 resolution) and gives 0.91 there.
 INT8_MASK_ADDER = -30.0
-_BUILTIN_NAMES = {value: name for name, value in vars(schema.BuiltinOperator).items()
-                  if not name.startswith("_")}
+_BUILTIN_NAMES = {
+    value: name for name, value in vars(schema.BuiltinOperator).items() if not name.startswith("_")
+}
 
 
-def convert(saved_model_dir: str, signatures: list[str], variant: str,
-            representative: Callable[[], Iterator] | None = None,
-            shared_weights: bool = False) -> bytes:
+def convert(
+    saved_model_dir: str,
+    signatures: list[str],
+    variant: str,
+    representative: Callable[[], Iterator] | None = None,
+    shared_weights: bool = False,
+) -> bytes:
     """Convert the fixed-shape SavedModel's `signatures` to the TFLite `variant`.
 
     `representative` (needed by the calibrated int8 variants) yields
@@ -91,8 +114,11 @@ def convert(saved_model_dir: str, signatures: list[str], variant: str,
     if variant != "tflite_int8":
         return converter.convert()
     converter._experimental_calibrate_only = True  # float model + ranges, quantized below
-    model = lite_convert.mlir_quantize(converter.convert(), denylisted_ops=list(INT8_FLOAT_OPS),
-                                       disable_per_channel_for_dense_layers=shared_weights)
+    model = lite_convert.mlir_quantize(
+        converter.convert(),
+        denylisted_ops=list(INT8_FLOAT_OPS),
+        disable_per_channel_for_dense_layers=shared_weights,
+    )
     return share_tied_embedding_table(model) if shared_weights else model
 
 
@@ -110,27 +136,36 @@ def _attention_mask_adder(model: keras.Model, value: float):
             layer.mask_adder = original
 
 
-def save_fixed_shape_model(head: ServingHead, path: str, max_seq_length: int, max_predictions: int,
-                           mask_adder: float = layers.MASK_ADDER) -> list[str]:
+def save_fixed_shape_model(
+    head: ServingHead,
+    path: str,
+    max_seq_length: int,
+    max_predictions: int,
+    mask_adder: float = layers.MASK_ADDER,
+) -> list[str]:
     """Save the head's signatures at batch 1 and fixed lengths, unchecked, for conversion.
 
     Returns the signature names.
     """
     shapes = dict.fromkeys(BACKBONE_INPUTS, [1, max_seq_length]) | {POSITIONS: [1, max_predictions]}
-    functions = {name: signature_function(head, name, shapes, check=False)
-                 for name in head.signature_inputs}
+    functions = {
+        name: signature_function(head, name, shapes, check=False) for name in head.signature_inputs
+    }
     with _attention_mask_adder(head.model, mask_adder):
         save_with_signatures(path, functions, {})
     return list(functions)
 
 
-def representative_dataset(head: ServingHead,
-                           examples: dict[str, np.ndarray]) -> Callable[[], Iterator]:
+def representative_dataset(
+    head: ServingHead, examples: dict[str, np.ndarray]
+) -> Callable[[], Iterator]:
     """The converter's calibration source: every example, one at a time, for every signature."""
+
     def representative():
         for i in range(len(examples["input_ids"])):
             for name, names in head.signature_inputs.items():
-                yield name, {k: examples[k][i:i + 1] for k in names}
+                yield name, {k: examples[k][i : i + 1] for k in names}
+
     return representative
 
 
@@ -153,12 +188,18 @@ def non_builtin_ops(model: bytes) -> list[str]:
     return [name for name in op_names(model) if name.startswith("CUSTOM:")]
 
 
-def run_signature(interpreter: Interpreter, signature: str, examples: dict[str, np.ndarray],
-                  input_names: tuple[str, ...]) -> dict[str, np.ndarray]:
+def run_signature(
+    interpreter: Interpreter,
+    signature: str,
+    examples: dict[str, np.ndarray],
+    input_names: tuple[str, ...],
+) -> dict[str, np.ndarray]:
     """Outputs of `signature` on every example, one at a time (batch 1), stacked."""
     runner = interpreter.get_signature_runner(signature)
-    rows = [runner(**{k: examples[k][i:i + 1] for k in input_names})
-            for i in range(len(examples["input_ids"]))]
+    rows = [
+        runner(**{k: examples[k][i : i + 1] for k in input_names})
+        for i in range(len(examples["input_ids"]))
+    ]
     return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
 
 
@@ -174,14 +215,17 @@ def interleaved_latency(runners: dict, runs: int, warmup: int = 5) -> dict:
             start = time.perf_counter()
             runner(**inputs)
             times[key].append((time.perf_counter() - start) * 1000.0)
-    return {key: {"p50_ms": float(np.percentile(t, 50)), "p90_ms": float(np.percentile(t, 90))}
-            for key, t in times.items()}
+    return {
+        key: {"p50_ms": float(np.percentile(t, 50)), "p90_ms": float(np.percentile(t, 90))}
+        for key, t in times.items()
+    }
 
 
 def batch1_runner(model_path: str, num_threads: int, signature: str = "serving_default"):
     """A LiteRT signature runner (with its default XNNPACK delegate) of a TFLite file."""
     return Interpreter(model_path=model_path, num_threads=num_threads).get_signature_runner(
-        signature)
+        signature
+    )
 
 
 def source_mask_adder(variant: str) -> float:
@@ -189,10 +233,19 @@ def source_mask_adder(variant: str) -> float:
     return INT8_MASK_ADDER if variant == "tflite_int8_integer_only" else layers.MASK_ADDER
 
 
-def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length: int,
-                          max_predictions: int, examples, calibration, reference,
-                          staging: str, thresholds: ParityThresholds, latency_runs: int,
-                          artifacts: dict) -> dict[str, str]:
+def build_tflite_variants(
+    head: ServingHead,
+    variants: list[str],
+    max_seq_length: int,
+    max_predictions: int,
+    examples,
+    calibration,
+    reference,
+    staging: str,
+    thresholds: ParityThresholds,
+    latency_runs: int,
+    artifacts: dict,
+) -> dict[str, str]:
     """Convert, check and time each variant under `staging`; record each in `artifacts`; return
     {variant: staged path} of those that passed (the others are not kept)."""
     sources = {}
@@ -202,26 +255,40 @@ def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length
         adder = source_mask_adder(variant)
         if adder not in sources:
             path = os.path.join(staging, f"tflite_source_{len(sources)}")
-            sources[adder] = (path, save_fixed_shape_model(head, path, max_seq_length,
-                                                           max_predictions, adder))
+            sources[adder] = (
+                path,
+                save_fixed_shape_model(head, path, max_seq_length, max_predictions, adder),
+            )
         return sources[adder]
 
     staged = {}
     for variant in variants:
         logging.info("Converting %s", variant)
-        model = convert(*source(variant), variant,
-                        representative_dataset(head, calibration)
-                        if variant in CALIBRATED_VARIANTS else None,
-                        shared_weights="mlm" in head.signature_inputs)
+        model = convert(
+            *source(variant),
+            variant,
+            representative_dataset(head, calibration) if variant in CALIBRATED_VARIANTS else None,
+            shared_weights="mlm" in head.signature_inputs,
+        )
         failures = [f"non-builtin ops: {ops}"] if (ops := non_builtin_ops(model)) else []
         interpreter = Interpreter(model_content=model)
-        figures = merge_figures([
-            parity_figures(reference[name], run_signature(interpreter, name, examples, names),
-                           examples["masked_lm_weights"])
-            for name, names in head.signature_inputs.items()])
+        figures = merge_figures(
+            [
+                parity_figures(
+                    reference[name],
+                    run_signature(interpreter, name, examples, names),
+                    examples["masked_lm_weights"],
+                )
+                for name, names in head.signature_inputs.items()
+            ]
+        )
         failures += parity_failures(variant, figures, thresholds)
-        artifacts[variant] = {"size_bytes": len(model), "ops": op_names(model),
-                              "figures": figures, "failures": failures}
+        artifacts[variant] = {
+            "size_bytes": len(model),
+            "ops": op_names(model),
+            "figures": figures,
+            "failures": failures,
+        }
         if failures:
             logging.error("Refusing %s: %s", variant, "; ".join(failures))
             continue
@@ -231,6 +298,7 @@ def build_tflite_variants(head: ServingHead, variants: list[str], max_seq_length
         first = {k: examples[k][:1] for k in head.signature_inputs["serving_default"]}
         artifacts[variant]["latency_batch1"] = interleaved_latency(
             {f"threads_{n}": (batch1_runner(staged[variant], n), first) for n in (1, 2)},
-            latency_runs)
+            latency_runs,
+        )
         logging.info("%s: %s", variant, artifacts[variant])
     return staged

@@ -30,8 +30,14 @@ def _builtin(model, op) -> int:
 
 def _per_tensor_int8(tensor) -> bool:
     q = tensor.quantization
-    return (tensor.type == schema.TensorType.INT8 and q is not None and q.scale is not None
-            and len(q.scale) == 1 and q.zeroPoint is not None and len(q.zeroPoint) == 1)
+    return (
+        tensor.type == schema.TensorType.INT8
+        and q is not None
+        and q.scale is not None
+        and len(q.scale) == 1
+        and q.zeroPoint is not None
+        and len(q.zeroPoint) == 1
+    )
 
 
 def _symmetric_int8(tensor) -> bool:
@@ -68,10 +74,14 @@ def share_tied_embedding_table(tflite_model: bytes) -> bytes:
                 continue
             table, output = subgraph.tensors[op.inputs[0]], subgraph.tensors[op.outputs[0]]
             decoder = decoders.get(tuple(table.shape))
-            if (decoder is None or table.buffer == decoder[0] or not _per_tensor_int8(table)
-                    or not _per_tensor_int8(output)
-                    or consumers[op.inputs[0]] != [schema.BuiltinOperator.GATHER]
-                    or not set(consumers.get(op.outputs[0], [])) <= _REQUANTIZING_CONSUMERS):
+            if (
+                decoder is None
+                or table.buffer == decoder[0]
+                or not _per_tensor_int8(table)
+                or not _per_tensor_int8(output)
+                or consumers[op.inputs[0]] != [schema.BuiltinOperator.GATHER]
+                or not set(consumers.get(op.outputs[0], [])) <= _REQUANTIZING_CONSUMERS
+            ):
                 continue
             freed.add(table.buffer)
             table.buffer = decoder[0]

@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.io import write_json
+from albert_tf.io import atomic_path, write_json
 from albert_tf.tasks.glue import metrics as glue_metrics
 
 CHECKPOINT_PREFIX = "model.ckpt"
@@ -33,7 +33,7 @@ def list_checkpoints(output_dir: str) -> list[tuple[int, str]]:
     for name in os.listdir(output_dir):
         match = re.fullmatch(rf"{re.escape(CHECKPOINT_PREFIX)}-(\d+)\.index", name)
         if match:
-            found.append((int(match.group(1)), os.path.join(output_dir, name[:-len(".index")])))
+            found.append((int(match.group(1)), os.path.join(output_dir, name[: -len(".index")])))
     return sorted(found)
 
 
@@ -53,8 +53,14 @@ class CheckpointEvaluator:
         are deleted, as the original did.
     """
 
-    def __init__(self, task_name: str, output_dir: str, dataset: tf.data.Dataset, labels,
-                 keep_all_checkpoints: bool = False):
+    def __init__(
+        self,
+        task_name: str,
+        output_dir: str,
+        dataset: tf.data.Dataset,
+        labels,
+        keep_all_checkpoints: bool = False,
+    ):
         self.task_name = task_name
         self.output_dir = output_dir
         self.dataset = dataset
@@ -67,15 +73,21 @@ class CheckpointEvaluator:
 
     def evaluate(self, model, step: int, prefix: str) -> dict:
         """Scores `model` (holding checkpoint `prefix`'s weights) and records the result."""
-        metrics = glue_metrics.task_metrics(self.task_name, self.labels,
-                                            predict_logits(model, self.dataset))
+        metrics = glue_metrics.task_metrics(
+            self.task_name, self.labels, predict_logits(model, self.dataset)
+        )
         entry = {"step": step, "checkpoint": prefix, "metrics": metrics}
         self.history.append(entry)
         if self.best is None or _better(metrics[self.key], self.best["metrics"][self.key]):
             self.best = entry
-        logging.info("step %d: %s (best %s %.4f at step %d)", step,
-                     ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if k != "num_examples"),
-                     self.key, self.best["metrics"][self.key], self.best["step"])
+        logging.info(
+            "step %d: %s (best %s %.4f at step %d)",
+            step,
+            ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if k != "num_examples"),
+            self.key,
+            self.best["metrics"][self.key],
+            self.best["step"],
+        )
         self._prune()
         self.write()
         return metrics
@@ -101,8 +113,10 @@ class CheckpointEvaluator:
             "selection_metric": self.key,
             "final": self.history[-1],
             "best": best,
-            "note": ("final = the last checkpoint evaluated; best = the checkpoint with the highest "
-                     f"{self.key} on dev, which is what the original run_classifier.py reported"),
+            "note": (
+                "final = the last checkpoint evaluated; best = the checkpoint with the highest "
+                f"{self.key} on dev, which is what the original run_classifier.py reported"
+            ),
             "history": [{"step": e["step"], **e["metrics"]} for e in self.history],
         }
         write_json(os.path.join(output_dir, EVAL_RESULTS), results)
@@ -116,8 +130,11 @@ def _better(value: float, best: float) -> bool:
 
 def _checkpoint_files(prefix: str) -> list[str]:
     directory, base = os.path.split(prefix)
-    return [os.path.join(directory, n) for n in os.listdir(directory)
-            if n.startswith(base + ".") and (n.endswith(".index") or ".data-" in n)]
+    return [
+        os.path.join(directory, n)
+        for n in os.listdir(directory)
+        if n.startswith(base + ".") and (n.endswith(".index") or ".data-" in n)
+    ]
 
 
 def _remove_checkpoint(prefix: str) -> None:
@@ -130,6 +147,6 @@ def _copy_checkpoint(prefix: str, target: str) -> None:
     if not files:
         raise FileNotFoundError(f"checkpoint {prefix} has no files to copy")
     for path in files:
-        suffix = os.path.basename(path)[len(os.path.basename(prefix)):]
-        shutil.copyfile(path, target + suffix + ".tmp")
-        os.replace(target + suffix + ".tmp", target + suffix)
+        suffix = os.path.basename(path)[len(os.path.basename(prefix)) :]
+        with atomic_path(target + suffix) as staging:
+            shutil.copyfile(path, staging)

@@ -19,8 +19,9 @@ import tensorflow as tf
 from keras import ops
 
 
-def layer_norm_with_gradient(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor,
-                             epsilon: float) -> tf.Tensor:
+def layer_norm_with_gradient(
+    x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor, epsilon: float
+) -> tf.Tensor:
     """`(x - mean) / sqrt(var + epsilon) * gamma + beta` over the last axis (float32 math)."""
 
     @tf.custom_gradient
@@ -28,8 +29,9 @@ def layer_norm_with_gradient(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor,
         mean = tf.reduce_mean(x, -1, keepdims=True)
         centered = x - mean
         # Two-pass variance, as the original's tf.nn.moments: no E[x^2] - mean^2 cancellation.
-        inverse_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), -1, keepdims=True)
-                                    + epsilon)
+        inverse_std = tf.math.rsqrt(
+            tf.reduce_mean(tf.square(centered), -1, keepdims=True) + epsilon
+        )
         normalized = centered * inverse_std
 
         def gradient(output_gradient):
@@ -38,8 +40,11 @@ def layer_norm_with_gradient(x: tf.Tensor, gamma: tf.Tensor, beta: tf.Tensor,
             mean_d = tf.reduce_mean(d_normalized, -1, keepdims=True)
             mean_d_dot = tf.reduce_mean(d_normalized * normalized, -1, keepdims=True)
             d_x = inverse_std * (d_normalized - mean_d - normalized * mean_d_dot)
-            return (d_x, tf.reduce_sum(output_gradient * normalized, rows),
-                    tf.reduce_sum(output_gradient, rows))
+            return (
+                d_x,
+                tf.reduce_sum(output_gradient * normalized, rows),
+                tf.reduce_sum(output_gradient, rows),
+            )
 
         return normalized * gamma + beta, gradient
 
@@ -61,6 +66,9 @@ class AlbertLayerNorm(keras.layers.LayerNormalization):
             return super().call(inputs)
         # Float32 math under mixed precision too, as Keras's own layer.
         outputs = layer_norm_with_gradient(
-            ops.cast(inputs, "float32"), ops.cast(self.gamma, "float32"),
-            ops.cast(self.beta, "float32"), self.epsilon)
+            ops.cast(inputs, "float32"),
+            ops.cast(self.gamma, "float32"),
+            ops.cast(self.beta, "float32"),
+            self.epsilon,
+        )
         return ops.cast(outputs, self.compute_dtype)

@@ -43,8 +43,9 @@ def _layer_norm(name: str) -> AlbertLayerNorm:
 
 def _dense(units: int, config: AlbertConfig, name: str, act: str | None = None):
     act = gelu_approximate if activation(act) == "gelu_approximate" else act
-    return keras.layers.Dense(units, activation=act, kernel_initializer=initializer(config),
-                              name=name)
+    return keras.layers.Dense(
+        units, activation=act, kernel_initializer=initializer(config), name=name
+    )
 
 
 class ConfigLayer(keras.layers.Layer):
@@ -76,13 +77,18 @@ class AlbertEmbeddings(ConfigLayer):
         c = self.config
         init = initializer(c)
         self.word_embeddings = self.add_weight(
-            name="word_embeddings", shape=(c.vocab_size, c.embedding_size), initializer=init)
+            name="word_embeddings", shape=(c.vocab_size, c.embedding_size), initializer=init
+        )
         self.token_type_embeddings = self.add_weight(
-            name="token_type_embeddings", shape=(c.type_vocab_size, c.embedding_size),
-            initializer=init)
+            name="token_type_embeddings",
+            shape=(c.type_vocab_size, c.embedding_size),
+            initializer=init,
+        )
         self.position_embeddings = self.add_weight(
-            name="position_embeddings", shape=(c.max_position_embeddings, c.embedding_size),
-            initializer=init)
+            name="position_embeddings",
+            shape=(c.max_position_embeddings, c.embedding_size),
+            initializer=init,
+        )
         self.layer_norm.build((None, None, c.embedding_size))
 
     def call(self, input_ids, segment_ids, training=None):
@@ -121,8 +127,9 @@ class AlbertAttention(ConfigLayer):
     def _split_heads(self, x):
         # [B, T, H] -> [B, N, T, D]; plain reshape/transpose/matmul keep TFLite on builtin ops.
         shape = ops.shape(x)
-        x = ops.reshape(x, (shape[0], shape[1], self.config.num_attention_heads,
-                            self.config.head_size))
+        x = ops.reshape(
+            x, (shape[0], shape[1], self.config.num_attention_heads, self.config.head_size)
+        )
         return ops.transpose(x, (0, 2, 1, 3))
 
     def call(self, x, input_mask, training=None):
@@ -137,7 +144,7 @@ class AlbertAttention(ConfigLayer):
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
         scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))
-        scores = scores * ops.cast(1.0 / self.config.head_size ** 0.5, scores.dtype)
+        scores = scores * ops.cast(1.0 / self.config.head_size**0.5, scores.dtype)
         # Softmax in float32: -10000 and large logits are unsafe in float16.
         probs = ops.softmax(ops.cast(scores, "float32") + attention_bias, axis=-1)
         probs = self.probs_dropout(ops.cast(probs, v.dtype), training=training)
@@ -157,8 +164,9 @@ class AlbertFeedForward(ConfigLayer):
 
     def __init__(self, config: AlbertConfig, **kwargs):
         super().__init__(config, **kwargs)
-        self.intermediate_dense = _dense(config.intermediate_size, config, "intermediate_dense",
-                                         act=config.hidden_act)
+        self.intermediate_dense = _dense(
+            config.intermediate_size, config, "intermediate_dense", act=config.hidden_act
+        )
         self.output_dense = _dense(config.hidden_size, config, "output_dense")
         self.layer_norm = _layer_norm("LayerNorm")
         self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
@@ -169,8 +177,11 @@ class AlbertFeedForward(ConfigLayer):
         self.layer_norm.build(input_shape)
 
     def call(self, x, training=None):
-        if (training and activation(self.config.hidden_act) == "gelu_approximate"
-                and self.compute_dtype == "float32"):
+        if (
+            training
+            and activation(self.config.hidden_act) == "gelu_approximate"
+            and self.compute_dtype == "float32"
+        ):
             # Same math as the Dense with its activation, in one compiled kernel (fused_gelu.py);
             # training only, so exported graphs keep plain ops; float32 only, where it is faster.
             dense = self.intermediate_dense
@@ -201,8 +212,9 @@ class AlbertMaskedLMHead(ConfigLayer):
     def build(self, sequence_output_shape, masked_lm_positions_shape=None):
         self.dense.build((None, self.config.hidden_size))
         self.layer_norm.build((None, self.config.embedding_size))
-        self.output_bias = self.add_weight(name="output_bias", shape=(self.config.vocab_size,),
-                                           initializer="zeros")
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.config.vocab_size,), initializer="zeros"
+        )
 
     def call(self, sequence_output, masked_lm_positions):
         positions = ops.cast(masked_lm_positions, "int32")
@@ -225,8 +237,10 @@ class AlbertSentenceOrderHead(ConfigLayer):
 
     def build(self, pooled_shape):
         self.output_weights = self.add_weight(
-            name="output_weights", shape=(2, self.config.hidden_size),
-            initializer=initializer(self.config))
+            name="output_weights",
+            shape=(2, self.config.hidden_size),
+            initializer=initializer(self.config),
+        )
         self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros")
 
     def call(self, pooled_output):

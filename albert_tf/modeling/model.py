@@ -7,8 +7,14 @@ import tensorflow as tf
 from keras import ops
 
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling.layers import (AlbertAttention, AlbertEmbeddings, AlbertFeedForward,
-                                       AlbertMaskedLMHead, AlbertSentenceOrderHead, _dense)
+from albert_tf.modeling.layers import (
+    AlbertAttention,
+    AlbertEmbeddings,
+    AlbertFeedForward,
+    AlbertMaskedLMHead,
+    AlbertSentenceOrderHead,
+    _dense,
+)
 
 BACKBONE_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
@@ -30,8 +36,12 @@ def encoder_routing(config: AlbertConfig) -> list[tuple[str, str]]:
         group = config.group_of_layer(layer)
         for inner in range(config.inner_group_num):
             shared, own = f"group_{group}_inner_group_{inner}", f"layer_{layer}_inner_group_{inner}"
-            blocks.append((f"{shared if share_attention else own}_attention",
-                           f"{shared if share_ffn else own}_ffn"))
+            blocks.append(
+                (
+                    f"{shared if share_attention else own}_attention",
+                    f"{shared if share_ffn else own}_ffn",
+                )
+            )
     return blocks
 
 
@@ -45,8 +55,12 @@ class ConfiguredModel(keras.Model):
         return {}
 
     def get_config(self):
-        return {"albert_config": self.config.to_dict(), **self.extra_config(), "name": self.name,
-                "trainable": self.trainable}
+        return {
+            "albert_config": self.config.to_dict(),
+            **self.extra_config(),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -60,7 +74,8 @@ class ConfiguredModel(keras.Model):
         # of a dict batch fails under MultiWorkerMirroredStrategy (and wastes a batch).
         nothing_to_build = self.built and all(
             part is None or part.built
-            for part in (self._compile_metrics, self._compile_loss, self.optimizer))
+            for part in (self._compile_metrics, self._compile_loss, self.optimizer)
+        )
         if not nothing_to_build:
             super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
@@ -86,8 +101,11 @@ class AlbertModel(ConfiguredModel):
         # === Layers ===
         embeddings = AlbertEmbeddings(config, name="embeddings")
         # The original creates the E->H mapping only when the widths differ.
-        mapping = (_dense(config.hidden_size, config, "embedding_hidden_mapping_in")
-                   if config.embedding_size != config.hidden_size else None)
+        mapping = (
+            _dense(config.hidden_size, config, "embedding_hidden_mapping_in")
+            if config.embedding_size != config.hidden_size
+            else None
+        )
         routing = encoder_routing(config)
         blocks = {}
         for attention_name, ffn_name in routing:
@@ -96,8 +114,9 @@ class AlbertModel(ConfiguredModel):
         pooler = _dense(config.hidden_size, config, "pooler", act="tanh")
 
         # === Functional model ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in BACKBONE_INPUTS}
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in BACKBONE_INPUTS
+        }
         x = embeddings(inputs["input_ids"], inputs["segment_ids"])
         if mapping is not None:
             x = mapping(x)
@@ -105,9 +124,12 @@ class AlbertModel(ConfiguredModel):
             x = blocks[attention_name](x, inputs["input_mask"])
             x = blocks[ffn_name](x)
         pooled = pooler(x[:, 0, :])
-        super().__init__(inputs=inputs,
-                         outputs={"sequence_output": x, "pooled_output": pooled},
-                         name=name, **kwargs)
+        super().__init__(
+            inputs=inputs,
+            outputs={"sequence_output": x, "pooled_output": pooled},
+            name=name,
+            **kwargs,
+        )
 
         # === Config ===
         self.config = config
@@ -122,7 +144,8 @@ def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights, weight_total=No
     # One fused kernel (TF's sparse softmax cross-entropy) instead of log_softmax + gather: over
     # [batch, predictions, vocab] logits it makes the loss and its gradient ~40% cheaper.
     nll = ops.sparse_categorical_crossentropy(
-        ops.cast(masked_lm_ids, "int32"), ops.cast(mlm_logits, "float32"), from_logits=True)
+        ops.cast(masked_lm_ids, "int32"), ops.cast(mlm_logits, "float32"), from_logits=True
+    )
     weights = ops.cast(masked_lm_weights, "float32")
     if weight_total is None:
         weight_total = ops.sum(weights)
@@ -132,8 +155,11 @@ def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights, weight_total=No
 def sentence_order_loss(sop_logits, labels):
     """Mean softmax cross-entropy over the two SOP classes."""
     labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
-    return ops.mean(keras.losses.sparse_categorical_crossentropy(
-        labels, ops.cast(sop_logits, "float32"), from_logits=True))
+    return ops.mean(
+        keras.losses.sparse_categorical_crossentropy(
+            labels, ops.cast(sop_logits, "float32"), from_logits=True
+        )
+    )
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -154,8 +180,10 @@ class AlbertPretrainer(ConfiguredModel):
         sop_head = AlbertSentenceOrderHead(config, name="seq_relationship")
 
         # === Functional model ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in (*BACKBONE_INPUTS, "masked_lm_positions")}
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in (*BACKBONE_INPUTS, "masked_lm_positions")
+        }
         outputs = dict(backbone({k: inputs[k] for k in BACKBONE_INPUTS}))
         outputs["mlm_logits"] = mlm_head(outputs["sequence_output"], inputs["masked_lm_positions"])
         outputs["sop_logits"] = sop_head(outputs["pooled_output"])
@@ -166,8 +194,12 @@ class AlbertPretrainer(ConfiguredModel):
         self.backbone = backbone
         self.metric_trackers = {
             name: keras.metrics.Mean(name=name)
-            for name in ("masked_lm_loss", "masked_lm_accuracy",
-                         "sentence_order_loss", "sentence_order_accuracy")
+            for name in (
+                "masked_lm_loss",
+                "masked_lm_accuracy",
+                "sentence_order_loss",
+                "sentence_order_accuracy",
+            )
         }
 
     def call(self, inputs, training=None):
@@ -201,17 +233,21 @@ class AlbertPretrainer(ConfiguredModel):
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
         """The original eval metrics: weighted MLM accuracy/loss, SOP accuracy/loss."""
         weights = ops.cast(x["masked_lm_weights"], "float32")
-        mlm_correct = ops.equal(ops.argmax(y_pred["mlm_logits"], axis=-1),
-                                ops.cast(x["masked_lm_ids"], "int64"))
+        mlm_correct = ops.equal(
+            ops.argmax(y_pred["mlm_logits"], axis=-1), ops.cast(x["masked_lm_ids"], "int64")
+        )
         sop_labels = ops.reshape(ops.cast(x["next_sentence_labels"], "int64"), (-1,))
         sop_correct = ops.equal(ops.argmax(y_pred["sop_logits"], axis=-1), sop_labels)
         t = self.metric_trackers
         t["masked_lm_loss"].update_state(
-            masked_lm_loss(y_pred["mlm_logits"], x["masked_lm_ids"], x["masked_lm_weights"]))
-        t["masked_lm_accuracy"].update_state(ops.cast(mlm_correct, "float32"),
-                                             sample_weight=weights)
+            masked_lm_loss(y_pred["mlm_logits"], x["masked_lm_ids"], x["masked_lm_weights"])
+        )
+        t["masked_lm_accuracy"].update_state(
+            ops.cast(mlm_correct, "float32"), sample_weight=weights
+        )
         t["sentence_order_loss"].update_state(
-            sentence_order_loss(y_pred["sop_logits"], x["next_sentence_labels"]))
+            sentence_order_loss(y_pred["sop_logits"], x["next_sentence_labels"])
+        )
         t["sentence_order_accuracy"].update_state(ops.cast(sop_correct, "float32"))
         return self.step_logs()
 

@@ -73,17 +73,25 @@ def _char_mapping(lower: bool) -> tuple[list[int], list[list[int]]]:
 
     With `lower`, capital sigma is left as is: its lowercase depends on context (see `_final_sigma_regex`).
     """
-    chars = [chr(cp) for cp in _assigned_code_points() if cp != ord(_SEPARATOR)]  # NUL maps to itself.
+    chars = [
+        chr(cp) for cp in _assigned_code_points() if cp != ord(_SEPARATOR)
+    ]  # NUL maps to itself.
     # One call on a separator-joined string is several times faster than a call per code point.
     outputs = unicodedata.normalize("NFKD", _SEPARATOR.join(chars))
-    outputs = outputs.translate({ord(c): None for c in chars if unicodedata.combining(c)}).split(_SEPARATOR)
+    outputs = outputs.translate({ord(c): None for c in chars if unicodedata.combining(c)}).split(
+        _SEPARATOR
+    )
     assert len(outputs) == len(chars)
     if lower:
         lowered = _SEPARATOR.join(outputs).lower().split(_SEPARATOR)
         # str.lower is per character except for sigma (and İ, which NFKD already decomposed).
-        outputs = [low if _SIGMA not in out else "".join(ch if ch == _SIGMA else ch.lower() for ch in out)
-                   for out, low in zip(outputs, lowered)]
-    changed = [(ord(char), [ord(c) for c in out]) for char, out in zip(chars, outputs) if out != char]
+        outputs = [
+            low if _SIGMA not in out else "".join(ch if ch == _SIGMA else ch.lower() for ch in out)
+            for out, low in zip(outputs, lowered)
+        ]
+    changed = [
+        (ord(char), [ord(c) for c in out]) for char, out in zip(chars, outputs) if out != char
+    ]
     return [k for k, _ in changed], [row for _, row in changed]
 
 
@@ -94,7 +102,9 @@ def _sigma_classes() -> tuple[frozenset[int], frozenset[int]]:
     Read off `str.lower` itself: Σ lowers to ς exactly when it is preceded (skipping case-ignorables)
     by a cased char and not followed (likewise) by one.
     """
-    chars = [chr(cp) for cp in _assigned_code_points() if cp != 0x130]  # İ lowers to 2 chars; it is cased.
+    chars = [
+        chr(cp) for cp in _assigned_code_points() if cp != 0x130
+    ]  # İ lowers to 2 chars; it is cased.
     probe = "".join(f"\u03b1{c}{_SIGMA}\0" for c in chars).lower()[2::4]
     cased_or_ignorable = {ord(c) for c, low in zip(chars, probe) if low == "\u03c2"} | {0x130}
     probe = "".join(f"{c}{_SIGMA}\0" for c in chars).lower()[1::3]
@@ -113,8 +123,10 @@ def _final_sigma_regex() -> str:
     """
     cased, ignorable = _sigma_classes()
     ignorable_class = _regex_class(ignorable)
-    return (f"({_regex_class(cased)}{ignorable_class}*){_SIGMA}"
-            f"({ignorable_class}*(?:{_regex_class(cased | ignorable, negate=True)}|$))")
+    return (
+        f"({_regex_class(cased)}{ignorable_class}*){_SIGMA}"
+        f"({ignorable_class}*(?:{_regex_class(cased | ignorable, negate=True)}|$))"
+    )
 
 
 @functools.cache
@@ -133,7 +145,9 @@ class _ExpansionTable:
         self.empty = not keys
         self.slot = tf.constant(slot)
         self.splits = tf.constant(np.cumsum([0] + [len(r) for r in rows]), tf.int32)
-        self.values = tf.constant([v for r in rows for v in r], tf.int32, shape=[sum(map(len, rows))])
+        self.values = tf.constant(
+            [v for r in rows for v in r], tf.int32, shape=[sum(map(len, rows))]
+        )
 
     def expand(self, rt: tf.RaggedTensor) -> tf.RaggedTensor:
         """Replaces each value of a ragged [B, (n)] int32 tensor by its row; keeps the batch rows."""
@@ -151,7 +165,9 @@ class _ExpansionTable:
         out_starts = tf.gather(tf.cumsum(lengths, exclusive=True), hit_rows)
         positions = tf.ragged.range(out_starts, out_starts + hit_lengths)
         rows = tf.ragged.range(hit_starts, hit_starts + hit_lengths)
-        out = tf.tensor_scatter_nd_update(out, positions.flat_values[:, None], tf.gather(self.values, rows.flat_values))
+        out = tf.tensor_scatter_nd_update(
+            out, positions.flat_values[:, None], tf.gather(self.values, rows.flat_values)
+        )
         ends = tf.cumsum(tf.cast(lengths, rt.row_splits.dtype))
         row_splits = tf.gather(tf.concat([[0], ends], axis=0), rt.row_splits)
         return tf.RaggedTensor.from_row_splits(out, row_splits, validate=False)
@@ -172,7 +188,13 @@ class AlbertPreprocessingLayer(keras.layers.Layer):
       do_lower_case: as `AlbertTokenizer`.
     """
 
-    def __init__(self, model_proto: bytes | str, max_seq_length: int = 512, do_lower_case: bool = True, **kwargs):
+    def __init__(
+        self,
+        model_proto: bytes | str,
+        max_seq_length: int = 512,
+        do_lower_case: bool = True,
+        **kwargs,
+    ):
         kwargs.setdefault("name", "albert_preprocessing")
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
@@ -182,8 +204,12 @@ class AlbertPreprocessingLayer(keras.layers.Layer):
         self.max_seq_length = int(max_seq_length)
         self.do_lower_case = bool(do_lower_case)
         if self.max_seq_length < 3:
-            raise ValueError(f"max_seq_length={max_seq_length} leaves no room for [CLS] and two [SEP]")
-        self.tokenizer = AlbertTokenizer.from_proto(self.model_proto, do_lower_case=self.do_lower_case)
+            raise ValueError(
+                f"max_seq_length={max_seq_length} leaves no room for [CLS] and two [SEP]"
+            )
+        self.tokenizer = AlbertTokenizer.from_proto(
+            self.model_proto, do_lower_case=self.do_lower_case
+        )
         self._sentencepiece = tf_text.FastSentencepieceTokenizer(self.model_proto)
         self._char_table = _ExpansionTable(*_char_mapping(self.do_lower_case))
         rewrites = self.tokenizer.digit_comma_rewrites()
@@ -209,8 +235,13 @@ class AlbertPreprocessingLayer(keras.layers.Layer):
         ascii_texts = tf.gather(texts, ascii_rows)
         if self.do_lower_case:
             ascii_texts = tf.strings.lower(ascii_texts)  # No encoding given: ASCII letters only.
-        return tf.reshape(tf.dynamic_stitch([ascii_rows, other_rows],
-                                            [ascii_texts, self._normalize_unicode(tf.gather(texts, other_rows))]), shape)
+        return tf.reshape(
+            tf.dynamic_stitch(
+                [ascii_rows, other_rows],
+                [ascii_texts, self._normalize_unicode(tf.gather(texts, other_rows))],
+            ),
+            shape,
+        )
 
     def _normalize_unicode(self, texts: tf.Tensor) -> tf.Tensor:
         """NFKD, drop combining marks, lowercase: per code point via the table, then the final sigma."""
@@ -237,8 +268,13 @@ class AlbertPreprocessingLayer(keras.layers.Layer):
         budget = self.max_seq_length - 1 - len(tokens)
         tokens = tf_text.RoundRobinTrimmer(budget).trim(tokens)
         ids, segment_ids = tf_text.combine_segments(
-            tokens, start_of_sequence_id=self.tokenizer.cls_id, end_of_segment_id=self.tokenizer.sep_id)
-        input_ids, input_mask = tf_text.pad_model_inputs(ids, self.max_seq_length, pad_value=self.tokenizer.pad_id)
+            tokens,
+            start_of_sequence_id=self.tokenizer.cls_id,
+            end_of_segment_id=self.tokenizer.sep_id,
+        )
+        input_ids, input_mask = tf_text.pad_model_inputs(
+            ids, self.max_seq_length, pad_value=self.tokenizer.pad_id
+        )
         segment_ids, _ = tf_text.pad_model_inputs(segment_ids, self.max_seq_length, pad_value=0)
         outputs = {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
         outputs = {k: tf.cast(v, tf.int32) for k, v in outputs.items()}
@@ -246,12 +282,22 @@ class AlbertPreprocessingLayer(keras.layers.Layer):
 
     def compute_output_spec(self, inputs):
         first = inputs if not isinstance(inputs, (tuple, list)) else inputs[0]
-        shape = (self.max_seq_length,) if len(first.shape) == 0 else (first.shape[0], self.max_seq_length)
+        shape = (
+            (self.max_seq_length,)
+            if len(first.shape) == 0
+            else (first.shape[0], self.max_seq_length)
+        )
         # One KerasTensor per output: a shared one would make a functional model return one tensor thrice.
-        return {key: keras.KerasTensor(shape, dtype="int32") for key in ("input_ids", "input_mask", "segment_ids")}
+        return {
+            key: keras.KerasTensor(shape, dtype="int32")
+            for key in ("input_ids", "input_mask", "segment_ids")
+        }
 
     def get_config(self):
         config = super().get_config()
-        config.update(model_proto=base64.b64encode(self.model_proto).decode("ascii"),
-                      max_seq_length=self.max_seq_length, do_lower_case=self.do_lower_case)
+        config.update(
+            model_proto=base64.b64encode(self.model_proto).decode("ascii"),
+            max_seq_length=self.max_seq_length,
+            do_lower_case=self.do_lower_case,
+        )
         return config

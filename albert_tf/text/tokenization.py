@@ -101,8 +101,15 @@ class AlbertTokenizer:
             raise ValueError(f"{source} is not a valid SentencePiece model: {e}") from e
         if self.sp_model.get_piece_size() == 0:
             raise ValueError(f"{source} is not a valid SentencePiece model: empty vocabulary")
-        ids = {name: self.sp_model.piece_to_id(piece) for name, piece in
-               [("pad", "<pad>"), ("cls", "[CLS]"), ("sep", "[SEP]"), ("mask", "[MASK]")]}
+        ids = {
+            name: self.sp_model.piece_to_id(piece)
+            for name, piece in [
+                ("pad", "<pad>"),
+                ("cls", "[CLS]"),
+                ("sep", "[SEP]"),
+                ("mask", "[MASK]"),
+            ]
+        }
         missing = [name for name, i in ids.items() if i == self.sp_model.unk_id()]
         if missing:
             raise ValueError(f"{source} lacks ALBERT special pieces: {missing}")
@@ -112,7 +119,8 @@ class AlbertTokenizer:
         self.comma_id = self.sp_model.piece_to_id(",")
         # Ids whose piece triggers the digit-comma rule; the batch path rewrites only these.
         self._digit_comma_ids = frozenset(
-            i for i in range(self.vocab_size) if _is_digit_comma_piece(self.sp_model.id_to_piece(i)))
+            i for i in range(self.vocab_size) if _is_digit_comma_piece(self.sp_model.id_to_piece(i))
+        )
         self._digit_comma_cache: dict[int, list[int]] = {}
 
     @property
@@ -126,7 +134,9 @@ class AlbertTokenizer:
 
     def tokenize(self, text: str) -> list[str]:
         """Pieces of `preprocess(text)`, with the original's digit-comma rule."""
-        return self._apply_digit_comma_rule(self.sp_model.encode(self.preprocess(text), out_type=str))
+        return self._apply_digit_comma_rule(
+            self.sp_model.encode(self.preprocess(text), out_type=str)
+        )
 
     def _apply_digit_comma_rule(self, pieces: list[str]) -> list[str]:
         new_pieces = []
@@ -135,7 +145,9 @@ class AlbertTokenizer:
                 # The original also strips a leading "▁" from the re-encoded pieces when the piece had
                 # none, but it compares str with a bytes constant, so under Python 3 that branch never
                 # fires; the golden ids confirm it. We reproduce the Python 3 behaviour.
-                new_pieces.extend(self.sp_model.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str))
+                new_pieces.extend(
+                    self.sp_model.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=str)
+                )
                 new_pieces.append(piece[-1])
             else:
                 new_pieces.append(piece)
@@ -163,7 +175,11 @@ class AlbertTokenizer:
         rule_ids = self._digit_comma_ids
         for row, ids in enumerate(batch):
             if not rule_ids.isdisjoint(ids):
-                batch[row] = [j for i in ids for j in (self._digit_comma_ids_for(i) if i in rule_ids else (i,))]
+                batch[row] = [
+                    j
+                    for i in ids
+                    for j in (self._digit_comma_ids_for(i) if i in rule_ids else (i,))
+                ]
         return batch
 
     def _digit_comma_ids_for(self, piece_id: int) -> list[int]:
@@ -172,7 +188,9 @@ class AlbertTokenizer:
         cached = self._digit_comma_cache.get(piece_id)
         if cached is None:
             piece = self.sp_model.id_to_piece(piece_id)
-            cached = self.sp_model.encode(piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=int) + [self.comma_id]
+            cached = self.sp_model.encode(
+                piece[:-1].replace(SPIECE_UNDERLINE, ""), out_type=int
+            ) + [self.comma_id]
             self._digit_comma_cache[piece_id] = cached
         return cached
 
@@ -180,17 +198,23 @@ class AlbertTokenizer:
         """{id of a piece ending in "<digit>,": the ids the digit-comma rule puts in its place}."""
         return {i: list(self._digit_comma_ids_for(i)) for i in sorted(self._digit_comma_ids)}
 
-    def pack(self, ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length: int) -> PackedInputs:
+    def pack(
+        self, ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length: int
+    ) -> PackedInputs:
         """`[CLS] A [SEP] (B [SEP])`, truncated like the original classifier, padded to `max_seq_length`."""
         ids_a = list(ids_a)
         if ids_b is None:
             if max_seq_length < 2:
-                raise ValueError(f"max_seq_length={max_seq_length} leaves no room for [CLS] and [SEP]")
+                raise ValueError(
+                    f"max_seq_length={max_seq_length} leaves no room for [CLS] and [SEP]"
+                )
             ids_a = ids_a[: max_seq_length - 2]
             ids, segments = [self.cls_id, *ids_a, self.sep_id], [0] * (len(ids_a) + 2)
         else:
             if max_seq_length < 3:
-                raise ValueError(f"max_seq_length={max_seq_length} leaves no room for [CLS] and two [SEP]")
+                raise ValueError(
+                    f"max_seq_length={max_seq_length} leaves no room for [CLS] and two [SEP]"
+                )
             ids_b = list(ids_b)
             truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)
             ids = [self.cls_id, *ids_a, self.sep_id, *ids_b, self.sep_id]
@@ -200,4 +224,6 @@ class AlbertTokenizer:
 
     def encode_pair(self, text_a: str, text_b: str | None, max_seq_length: int) -> PackedInputs:
         """Tokenizes and packs one example (text_b may be None)."""
-        return self.pack(self.encode(text_a), None if text_b is None else self.encode(text_b), max_seq_length)
+        return self.pack(
+            self.encode(text_a), None if text_b is None else self.encode(text_b), max_seq_length
+        )

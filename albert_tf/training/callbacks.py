@@ -43,7 +43,8 @@ class CheckpointSaver(keras.callbacks.Callback):
         if not all(bool(tf.reduce_all(tf.math.is_finite(v.value))) for v in self.model.weights):
             raise NonFiniteLossError(
                 f"weights became non-finite at step {step}; not saving. The last good checkpoint "
-                f"is {self.manager.latest_checkpoint or '(none saved yet)'}")
+                f"is {self.manager.latest_checkpoint or '(none saved yet)'}"
+            )
         path = self.manager.save(checkpoint_number=step)
         logging.info("saved checkpoint %s", path)
         return path
@@ -68,8 +69,14 @@ class TrainingMonitor(keras.callbacks.Callback):
     (before clipping) and examples/s, every `log_every_steps` optimizer steps.
     """
 
-    def __init__(self, num_train_steps: int, examples_per_step: int, log_every_steps: int,
-                 summary_dir: str | None, last_checkpoint=lambda: None):
+    def __init__(
+        self,
+        num_train_steps: int,
+        examples_per_step: int,
+        log_every_steps: int,
+        summary_dir: str | None,
+        last_checkpoint=lambda: None,
+    ):
         super().__init__()
         self.num_train_steps = num_train_steps
         self.examples_per_step = examples_per_step
@@ -90,20 +97,24 @@ class TrainingMonitor(keras.callbacks.Callback):
             raise NonFiniteLossError(
                 f"training loss became {loss} at step {step}; stopping. The last good "
                 f"checkpoint is {self.last_checkpoint() or '(none saved yet)'}; lower the "
-                f"learning rate or use --mixed_precision=none and resume from it.")
+                f"learning rate or use --mixed_precision=none and resume from it."
+            )
         if step - self._last_step >= self.log_every_steps or step >= self.num_train_steps:
             self._report(step, logs)
 
     def _report(self, step: int, logs: dict) -> None:
         now = time.perf_counter()
-        examples_per_second = ((step - self._last_step) * self.examples_per_step
-                               / max(now - self._last_time, 1e-9))
+        examples_per_second = (
+            (step - self._last_step) * self.examples_per_step / max(now - self._last_time, 1e-9)
+        )
         steps_per_second = (step - self._start_step) / max(now - self._start_time, 1e-9)
         remaining = (self.num_train_steps - step) / max(steps_per_second, 1e-9)
         optimizer = self.model.optimizer
-        learning_rate = float(optimizer.learning_rate.numpy()
-                              if hasattr(optimizer.learning_rate, "numpy")
-                              else optimizer.learning_rate)
+        learning_rate = float(
+            optimizer.learning_rate.numpy()
+            if hasattr(optimizer.learning_rate, "numpy")
+            else optimizer.learning_rate
+        )
         scalars = {k: float(v) for k, v in logs.items() if np.ndim(v) == 0}
         scalars.update(learning_rate=learning_rate, examples_per_second=examples_per_second)
         gradient_norm = getattr(optimizer, "gradient_norm", None)
@@ -119,14 +130,25 @@ class TrainingMonitor(keras.callbacks.Callback):
         bar = "#" * int(done * 24) + "." * (24 - int(done * 24))
         logging.info(
             "[%s] %5.1f%% step %d/%d  loss %.4f  mlm_acc %.4f  sop_acc %.4f  lr %.3g  "
-            "%.1f ex/s  ETA %s", bar, 100 * done, step, self.num_train_steps,
-            scalars.get("loss", float("nan")), scalars.get("masked_lm_accuracy", float("nan")),
-            scalars.get("sentence_order_accuracy", float("nan")), learning_rate,
-            examples_per_second, _duration(remaining))
+            "%.1f ex/s  ETA %s",
+            bar,
+            100 * done,
+            step,
+            self.num_train_steps,
+            scalars.get("loss", float("nan")),
+            scalars.get("masked_lm_accuracy", float("nan")),
+            scalars.get("sentence_order_accuracy", float("nan")),
+            learning_rate,
+            examples_per_second,
+            _duration(remaining),
+        )
         self._last_time, self._last_step = now, step
 
 
 def _duration(seconds: float) -> str:
     seconds = int(seconds)
-    return f"{seconds // 3600}h{seconds // 60 % 60:02d}m{seconds % 60:02d}s" if seconds >= 3600 \
+    return (
+        f"{seconds // 3600}h{seconds // 60 % 60:02d}m{seconds % 60:02d}s"
+        if seconds >= 3600
         else f"{seconds // 60}m{seconds % 60:02d}s"
+    )

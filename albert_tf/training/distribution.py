@@ -14,9 +14,13 @@ class TPUUnavailableError(RuntimeError):
     """No TPU could be reached with the given address."""
 
 
-def build_strategy(kind: str = "auto", tpu: str | None = None, tpu_zone: str | None = None,
-                   gcp_project: str | None = None, multi_worker_cluster: bool = False
-                   ) -> tf.distribute.Strategy:
+def build_strategy(
+    kind: str = "auto",
+    tpu: str | None = None,
+    tpu_zone: str | None = None,
+    gcp_project: str | None = None,
+    multi_worker_cluster: bool = False,
+) -> tf.distribute.Strategy:
     """Build a strategy by name.
 
     `auto`: a TPU when `tpu` is given, MultiWorkerMirrored when `multi_worker_cluster` (the caller
@@ -42,32 +46,40 @@ def build_strategy(kind: str = "auto", tpu: str | None = None, tpu_zone: str | N
     else:
         gpus = tf.config.list_logical_devices("GPU")
         strategy = tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
-    logging.info("strategy %s (%s) with %d replica(s)", kind, type(strategy).__name__,
-                 strategy.num_replicas_in_sync)
+    logging.info(
+        "strategy %s (%s) with %d replica(s)",
+        kind,
+        type(strategy).__name__,
+        strategy.num_replicas_in_sync,
+    )
     return strategy
 
 
 def _tpu_strategy(tpu, tpu_zone, gcp_project) -> tf.distribute.TPUStrategy:
     if not tpu:
-        raise TPUUnavailableError("--strategy=tpu needs --tpu (or --tpu_name): a TPU name, "
-                                  "grpc:// address, or 'local' on a TPU VM")
+        raise TPUUnavailableError(
+            "--strategy=tpu needs --tpu (or --tpu_name): a TPU name, "
+            "grpc:// address, or 'local' on a TPU VM"
+        )
     if tpu.startswith("grpc://"):
         _check_reachable(tpu)
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-            tpu=tpu, zone=tpu_zone, project=gcp_project)
+            tpu=tpu, zone=tpu_zone, project=gcp_project
+        )
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except Exception as error:  # the resolver raises many types (ValueError, RPC, HTTP errors)
         raise TPUUnavailableError(
             f"could not reach TPU {tpu!r} (zone={tpu_zone}, project={gcp_project}): "
-            f"{type(error).__name__}: {error}") from error
+            f"{type(error).__name__}: {error}"
+        ) from error
     return tf.distribute.TPUStrategy(resolver)
 
 
 def _check_reachable(address: str, timeout_seconds: float = 20.0) -> None:
     # TF retries a dead grpc:// address forever; fail fast and say so instead.
-    host, _, port = address[len("grpc://"):].rpartition(":")
+    host, _, port = address[len("grpc://") :].rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=timeout_seconds).close()
     except (OSError, ValueError) as error:

@@ -1,7 +1,7 @@
 """tf.data input for pretraining from TFRecords in the original ALBERT schema.
 
-The schema is the one `create_pretraining_data.py` writes (spec §1.6), as `albert_tf.records`
-states it; the pipeline follows the original `input_fn_builder` (spec §3.4): training repeats and
+The schema is the one `create_pretraining_data.py` writes, as `albert_tf.records`
+states it; the pipeline follows the original `input_fn_builder`: training repeats and
 shuffles the file list, interleaves files in parallel, shuffles records and batches with
 `drop_remainder=True` (static shapes for TPU/XLA); evaluation reads files in order,
 deterministically. Records are parsed after batching (one vectorised `parse_example` per batch)
@@ -21,8 +21,11 @@ ORIGINAL_SHUFFLE_BUFFER = 100
 ORIGINAL_CYCLE_LENGTH = 4
 
 
-def feature_spec(max_seq_length: int, max_predictions_per_seq: int | None = None,
-                 names: Sequence[str] = FEATURE_NAMES) -> dict[str, tf.io.FixedLenFeature]:
+def feature_spec(
+    max_seq_length: int,
+    max_predictions_per_seq: int | None = None,
+    names: Sequence[str] = FEATURE_NAMES,
+) -> dict[str, tf.io.FixedLenFeature]:
     """The tf.io spec of features `names` of an original pretraining record: by default all 8, in
     the order the original writes them; lengths and dtypes from the schema (`albert_tf.records`).
 
@@ -37,8 +40,10 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int | None = None
             f"{max_predictions_per_seq}"
         )
     lengths = feature_lengths(max_seq_length, max_predictions_per_seq, names)
-    return {name: tf.io.FixedLenFeature([length], tf.float32 if name in FLOAT_FEATURES else tf.int64)
-            for name, length in lengths.items()}
+    return {
+        name: tf.io.FixedLenFeature([length], tf.float32 if name in FLOAT_FEATURES else tf.int64)
+        for name, length in lengths.items()
+    }
 
 
 def parse_examples(serialized, spec, example_names=None) -> dict[str, tf.Tensor]:
@@ -142,13 +147,20 @@ def pretraining_dataset(
             logging.warning(
                 "%d input files for %d input pipelines: each pipeline reads all files and keeps "
                 "every %d-th record; write at least %d files to shard by file.",
-                len(files), num_pipelines, num_pipelines, num_pipelines,
+                len(files),
+                num_pipelines,
+                num_pipelines,
+                num_pipelines,
             )
             record_shard = (num_pipelines, pipeline_id)
     logging.info(
         "Input pipeline %d/%d: %d of %d files (%s), batch %d.",
-        pipeline_id + 1, num_pipelines, len(file_indices), len(files),
-        "training" if is_training else "eval", batch_size,
+        pipeline_id + 1,
+        num_pipelines,
+        len(file_indices),
+        len(files),
+        "training" if is_training else "eval",
+        batch_size,
     )
     if repeat is None:
         repeat = is_training

@@ -35,7 +35,9 @@ def variable_path(variable) -> str:
     return re.sub(r":\d+$", "", variable.name)
 
 
-def uses_weight_decay(name: str, exclude_patterns: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY) -> bool:
+def uses_weight_decay(
+    name: str, exclude_patterns: Sequence[str] = EXCLUDE_FROM_WEIGHT_DECAY
+) -> bool:
     """True if a variable with this name/path is decayed (and, for LAMB, trust-ratio scaled).
 
     Same rule as the original `_do_use_weight_decay`: any `re.search` hit excludes the variable.
@@ -48,7 +50,9 @@ def excluded_from_weight_decay(
 ) -> list[str]:
     """Paths of the variables that get no weight decay and no LAMB trust ratio."""
     return [
-        variable_path(v) for v in variables if not uses_weight_decay(variable_path(v), exclude_patterns)
+        variable_path(v)
+        for v in variables
+        if not uses_weight_decay(variable_path(v), exclude_patterns)
     ]
 
 
@@ -162,7 +166,8 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         self._m, self._v = self.add_optimizer_variables(var_list, ["m", "v"])
         # Global norm of the last gradient before clipping, for training summaries.
         self.gradient_norm = self.add_variable(
-            shape=(), initializer="zeros", name="gradient_norm", aggregation="only_first_replica")
+            shape=(), initializer="zeros", name="gradient_norm", aggregation="only_first_replica"
+        )
         # Decided once from the Keras path: inside distributed updates `update_step` only sees
         # the per-device tf.Variable, which has no path.
         self._decayed = [

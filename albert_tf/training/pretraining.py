@@ -15,20 +15,27 @@ import tempfile
 import warnings
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from albert_tf.checkpoints.tf1 import assign_tf1_weights, read_weights, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
-from albert_tf.io import write_json
+from albert_tf.io import atomic_path, write_json
 from albert_tf.modeling.model import AlbertPretrainer
 from albert_tf.training import record_checks
-from albert_tf.training.callbacks import (CheckpointSaver, StopAtStep, TrainingMonitor,
-                                          optimizer_step)
+from albert_tf.training.callbacks import (
+    CheckpointSaver,
+    StopAtStep,
+    TrainingMonitor,
+    optimizer_step,
+)
 from albert_tf.training.distribution import is_chief
-from albert_tf.training.input_pipeline import (feature_spec, list_input_files,
-                                               pretraining_dataset, pretraining_dataset_fn)
+from albert_tf.training.input_pipeline import (
+    feature_spec,
+    list_input_files,
+    pretraining_dataset,
+    pretraining_dataset_fn,
+)
 from albert_tf.training.optimization import create_optimizer
 
 MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
@@ -68,7 +75,8 @@ class PretrainingOptions:
 
     def __post_init__(self):
         self.max_predictions_per_seq = resolve_max_predictions_per_seq(
-            self.max_predictions_per_seq, self.max_seq_length)
+            self.max_predictions_per_seq, self.max_seq_length
+        )
 
 
 class SettingsError(ValueError):
@@ -79,22 +87,34 @@ def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -
     """Raise SettingsError for settings that cannot run, naming the flag."""
     o = options
     if o.max_seq_length > config.max_position_embeddings:
-        raise SettingsError(f"--max_seq_length={o.max_seq_length} exceeds max_position_embeddings="
-                         f"{config.max_position_embeddings} of the config")
+        raise SettingsError(
+            f"--max_seq_length={o.max_seq_length} exceeds max_position_embeddings="
+            f"{config.max_position_embeddings} of the config"
+        )
     if o.mixed_precision not in MIXED_PRECISION_POLICIES:
         raise SettingsError(f"--mixed_precision must be one of {sorted(MIXED_PRECISION_POLICIES)}")
     if o.gradient_accumulation_steps < 1:
         raise SettingsError("--gradient_accumulation_steps must be >= 1")
     if o.train_batch_size % (replicas * o.gradient_accumulation_steps):
-        raise SettingsError(f"--train_batch_size={o.train_batch_size} must divide evenly over "
-                         f"{replicas} replica(s) x {o.gradient_accumulation_steps} accumulation "
-                         f"steps")
+        raise SettingsError(
+            f"--train_batch_size={o.train_batch_size} must divide evenly over "
+            f"{replicas} replica(s) x {o.gradient_accumulation_steps} accumulation "
+            f"steps"
+        )
     if o.gradient_accumulation_steps > 1 and replicas > 1:
         # Keras 3.15 cannot accumulate under a multi-replica strategy (merge_call inside cond).
-        raise SettingsError("--gradient_accumulation_steps > 1 needs a single replica; with several "
-                         "replicas raise --train_batch_size instead")
-    for name in ("num_train_steps", "save_checkpoints_steps", "iterations_per_loop",
-                 "train_batch_size", "eval_batch_size", "keep_checkpoint_max"):
+        raise SettingsError(
+            "--gradient_accumulation_steps > 1 needs a single replica; with several "
+            "replicas raise --train_batch_size instead"
+        )
+    for name in (
+        "num_train_steps",
+        "save_checkpoints_steps",
+        "iterations_per_loop",
+        "train_batch_size",
+        "eval_batch_size",
+        "keep_checkpoint_max",
+    ):
         if getattr(o, name) < 1:
             raise SettingsError(f"--{name} must be >= 1, got {getattr(o, name)}")
 
@@ -126,8 +146,9 @@ def _steps_per_execution(options: PretrainingOptions) -> int:
     return math.gcd(min(options.iterations_per_loop, options.log_every_steps), micro_steps)
 
 
-def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
-                    strategy: tf.distribute.Strategy) -> dict:
+def run_pretraining(
+    options: PretrainingOptions, config: AlbertConfig, strategy: tf.distribute.Strategy
+) -> dict:
     """Train (resuming if checkpoints exist), evaluate, export. Returns paths and metrics."""
     o = options
     validate(o, config, strategy.num_replicas_in_sync)
@@ -146,50 +167,63 @@ def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
         with strategy.scope():
             model = AlbertPretrainer(config)
             optimizer = create_optimizer(
-                o.learning_rate, o.num_train_steps, o.num_warmup_steps, optimizer=o.optimizer,
-                poly_power=o.poly_power, start_warmup_step=o.start_warmup_step,
-                gradient_accumulation_steps=(o.gradient_accumulation_steps
-                                             if o.gradient_accumulation_steps > 1 else None))
-            model.compile(optimizer=optimizer, jit_compile=use_xla(o, strategy),
-                          steps_per_execution=_steps_per_execution(o))
+                o.learning_rate,
+                o.num_train_steps,
+                o.num_warmup_steps,
+                optimizer=o.optimizer,
+                poly_power=o.poly_power,
+                start_warmup_step=o.start_warmup_step,
+                gradient_accumulation_steps=(
+                    o.gradient_accumulation_steps if o.gradient_accumulation_steps > 1 else None
+                ),
+            )
+            model.compile(
+                optimizer=optimizer,
+                jit_compile=use_xla(o, strategy),
+                steps_per_execution=_steps_per_execution(o),
+            )
             model.optimizer.build(model.trainable_variables)
         checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        manager = tf.train.CheckpointManager(checkpoint, os.path.join(work_dir, "checkpoints"),
-                                             max_to_keep=o.keep_checkpoint_max)
+        manager = tf.train.CheckpointManager(
+            checkpoint, os.path.join(work_dir, "checkpoints"), max_to_keep=o.keep_checkpoint_max
+        )
         results = {"output_dir": o.output_dir, "resumed_from": manager.latest_checkpoint}
         if o.skip_corrupt_records:
             results["skipped_records"] = skipped  # per input file, only those with any
         if manager.latest_checkpoint:
             checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-            logging.info("Resuming from %s at step %d", manager.latest_checkpoint,
-                         optimizer_step(model))
+            logging.info(
+                "Resuming from %s at step %d", manager.latest_checkpoint, optimizer_step(model)
+            )
         elif o.init_checkpoint:
             load_initial_weights(model, o.init_checkpoint)
         try:
             if o.do_train:
-                results["train_history"] = _train(model, manager, o, strategy, work_dir,
-                                                  train_source)
+                results["train_history"] = _train(
+                    model, manager, o, strategy, work_dir, train_source
+                )
             step = optimizer_step(model)
             results["global_step"] = step
             if o.do_eval:
-                results["eval"] = evaluate(model, o, step, work_dir if chief else None,
-                                           eval_source)
+                results["eval"] = evaluate(model, o, step, work_dir if chief else None, eval_source)
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as failure:
             # `fit` stops at the failure without running another callback: no checkpoint of
             # the failed state is saved, none is removed.
-            diagnosed = record_checks.diagnose(failure, train_files + eval_files, spec,
-                                               hint=not o.skip_corrupt_records)
+            diagnosed = record_checks.diagnose(
+                failure, train_files + eval_files, spec, hint=not o.skip_corrupt_records
+            )
             if diagnosed is None:
                 raise
             raise diagnosed from failure
-        logging.info("final weights checksum %.10g",
-                     sum(float(np.abs(v.numpy()).sum()) for v in model.weights))
         if chief:
             results.update(_export(model, work_dir, step))
         if o.skip_corrupt_records:
-            logging.log(logging.WARNING if skipped else logging.INFO,
-                        "skipped %d corrupt record(s) in all: %s", sum(skipped.values()),
-                        json.dumps(skipped))
+            logging.log(
+                logging.WARNING if skipped else logging.INFO,
+                "skipped %d corrupt record(s) in all: %s",
+                sum(skipped.values()),
+                json.dumps(skipped),
+            )
         return results
     finally:
         keras.config.set_dtype_policy(previous_policy)
@@ -197,8 +231,9 @@ def run_pretraining(options: PretrainingOptions, config: AlbertConfig,
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
-def _checked_inputs(o: PretrainingOptions, spec: dict, work_dir: str
-                    ) -> tuple[list[str], list[str], dict[str, int]]:
+def _checked_inputs(
+    o: PretrainingOptions, spec: dict, work_dir: str
+) -> tuple[list[str], list[str], dict[str, int]]:
     """Train and held-out eval files, checked before any model is built: the first record of
     each, or with `skip_corrupt_records` every record, repaired copies (under
     `<work_dir>/repaired_records`) replacing files with bad ones. Also the records skipped per file.
@@ -211,13 +246,15 @@ def _checked_inputs(o: PretrainingOptions, spec: dict, work_dir: str
         record_checks.preflight(files, spec)
         return train, held_out, {}
     readable, skipped = record_checks.skip_bad_records(
-        files, spec, os.path.join(work_dir, "repaired_records"))
+        files, spec, os.path.join(work_dir, "repaired_records")
+    )
     replaced = dict(zip(files, readable))
     return [replaced[p] for p in train], [replaced[p] for p in held_out], skipped
 
 
-def _train(model, manager, o: PretrainingOptions, strategy, work_dir: str,
-           source: str | list[str]) -> list[dict]:
+def _train(
+    model, manager, o: PretrainingOptions, strategy, work_dir: str, source: str | list[str]
+) -> list[dict]:
     """Train up to `num_train_steps` on `source` (patterns or files); returns the monitor's
     reports (step, loss, lr, ...)."""
     done = optimizer_step(model)
@@ -225,48 +262,83 @@ def _train(model, manager, o: PretrainingOptions, strategy, work_dir: str,
         logging.info("already at step %d of %d: nothing to train", done, o.num_train_steps)
         return []
     micro_batch = o.train_batch_size // o.gradient_accumulation_steps
-    dataset = strategy.distribute_datasets_from_function(pretraining_dataset_fn(
-        source, o.max_seq_length, o.max_predictions_per_seq, micro_batch,
-        is_training=True, seed=o.seed, shuffle_buffer=o.shuffle_buffer))
+    dataset = strategy.distribute_datasets_from_function(
+        pretraining_dataset_fn(
+            source,
+            o.max_seq_length,
+            o.max_predictions_per_seq,
+            micro_batch,
+            is_training=True,
+            seed=o.seed,
+            shuffle_buffer=o.shuffle_buffer,
+        )
+    )
     saver = CheckpointSaver(manager)
-    monitor = TrainingMonitor(o.num_train_steps, o.train_batch_size, o.log_every_steps,
-                              os.path.join(work_dir, "logs", "train"),
-                              last_checkpoint=lambda: manager.latest_checkpoint)
+    monitor = TrainingMonitor(
+        o.num_train_steps,
+        o.train_batch_size,
+        o.log_every_steps,
+        os.path.join(work_dir, "logs", "train"),
+        last_checkpoint=lambda: manager.latest_checkpoint,
+    )
     epochs = math.ceil(o.num_train_steps / o.save_checkpoints_steps)
-    logging.info("training steps %d..%d, global batch %d (%d replica(s)%s), XLA %s", done,
-                 o.num_train_steps, o.train_batch_size, strategy.num_replicas_in_sync,
-                 f", {o.gradient_accumulation_steps} accumulation steps"
-                 if o.gradient_accumulation_steps > 1 else "", model.jit_compile)
+    logging.info(
+        "training steps %d..%d, global batch %d (%d replica(s)%s), XLA %s",
+        done,
+        o.num_train_steps,
+        o.train_batch_size,
+        strategy.num_replicas_in_sync,
+        f", {o.gradient_accumulation_steps} accumulation steps"
+        if o.gradient_accumulation_steps > 1
+        else "",
+        model.jit_compile,
+    )
     # shuffle=False: the records are shuffled by the input pipeline; Keras ignores `shuffle` for
     # a dataset and only warns that it does.
-    model.fit(dataset, epochs=epochs, initial_epoch=done // o.save_checkpoints_steps,
-              steps_per_epoch=o.save_checkpoints_steps * o.gradient_accumulation_steps,
-              callbacks=[monitor, StopAtStep(o.num_train_steps), saver], verbose=0,
-              shuffle=False)
+    model.fit(
+        dataset,
+        epochs=epochs,
+        initial_epoch=done // o.save_checkpoints_steps,
+        steps_per_epoch=o.save_checkpoints_steps * o.gradient_accumulation_steps,
+        callbacks=[monitor, StopAtStep(o.num_train_steps), saver],
+        verbose=0,
+        shuffle=False,
+    )
     saver.save()  # the last, possibly partial, interval
     return monitor.history
 
 
-def evaluate(model, o: PretrainingOptions, step: int, write_dir: str | None,
-             files: list[str] | None = None) -> dict:
+def evaluate(
+    model, o: PretrainingOptions, step: int, write_dir: str | None, files: list[str] | None = None
+) -> dict:
     """The original eval metrics over at most `max_eval_steps` batches of held-out data (or of the
     training data, as the original did, when no `eval_input_file` is given); `files`, when given,
     are read instead of the patterns (checked or repaired copies)."""
     source = o.eval_input_file or o.input_file
     if not o.eval_input_file:
-        logging.warning("no --eval_input_file: evaluating on the training data, as the original "
-                        "run_pretraining.py did; these numbers are not held-out")
-    dataset = pretraining_dataset(files or source, o.max_seq_length, o.max_predictions_per_seq,
-                                  o.eval_batch_size, is_training=False, repeat=False)
+        logging.warning(
+            "no --eval_input_file: evaluating on the training data, as the original "
+            "run_pretraining.py did; these numbers are not held-out"
+        )
+    dataset = pretraining_dataset(
+        files or source,
+        o.max_seq_length,
+        o.max_predictions_per_seq,
+        o.eval_batch_size,
+        is_training=False,
+        repeat=False,
+    )
     with warnings.catch_warnings():
         # The eval records are read once and their number is not known up front, so Keras ends
         # every evaluation by running out of data and warns as if that had cut it short.
-        warnings.filterwarnings("ignore", message=r"Your input ran out of data; interrupting",
-                                category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message=r"Your input ran out of data; interrupting", category=UserWarning
+        )
         metrics = model.evaluate(dataset.take(o.max_eval_steps), verbose=0, return_dict=True)
     if not int(model.metric_trackers["sentence_order_accuracy"].count.numpy()):
-        raise SettingsError(f"no complete batch of --eval_batch_size={o.eval_batch_size} records "
-                         f"in {source}")
+        raise SettingsError(
+            f"no complete batch of --eval_batch_size={o.eval_batch_size} records in {source}"
+        )
     metrics = {k: float(v) for k, v in metrics.items()}
     metrics.update(global_step=step, eval_input_file=source, held_out=bool(o.eval_input_file))
     logging.info("eval at step %d: %s", step, json.dumps(metrics, sort_keys=True))
@@ -277,11 +349,11 @@ def evaluate(model, o: PretrainingOptions, step: int, write_dir: str | None,
 
 def _export(model, work_dir: str, step: int) -> dict:
     keras_path = os.path.join(work_dir, "albert_pretrainer.keras")
-    partial = os.path.join(work_dir, "albert_pretrainer.partial.keras")
-    model.save(partial)
-    os.replace(partial, keras_path)
-    tf1_prefix = save_tf1_checkpoint(model, os.path.join(work_dir, "tf1", "model.ckpt"),
-                                     global_step=step)
+    with atomic_path(keras_path, suffix=".keras") as staging:
+        model.save(staging)
+    tf1_prefix = save_tf1_checkpoint(
+        model, os.path.join(work_dir, "tf1", "model.ckpt"), global_step=step
+    )
     model.config.to_json_file(os.path.join(work_dir, "tf1", "albert_config.json"))
     logging.info("wrote %s and TF1 checkpoint %s", keras_path, tf1_prefix)
     return {"keras_model": keras_path, "tf1_checkpoint": tf1_prefix}

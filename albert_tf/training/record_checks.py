@@ -50,13 +50,13 @@ def fit_problem(data: bytes, spec: dict[str, tf.io.FixedLenFeature]) -> str | No
             return f"records have seq length {got} ({name}), --max_seq_length is {want}"
         if name == records.LABEL_FEATURE:
             return f"feature {name} has {got} values, expected 1"
-        return (f"records have {got} masked positions ({name}), --max_predictions_per_seq is "
-                f"{want}")
+        return f"records have {got} masked positions ({name}), --max_predictions_per_seq is {want}"
     return None
 
 
-def check_file(path: str, spec: dict, resync: bool = False
-               ) -> Iterator[records.Record | records.BadRecord]:
+def check_file(
+    path: str, spec: dict, resync: bool = False
+) -> Iterator[records.Record | records.BadRecord]:
     """The records of `path` as `records.scan_records` yields them, with those that do not fit
     `spec` turned into `BadRecord`s."""
     with tf.io.gfile.GFile(path, "rb") as f:
@@ -88,8 +88,9 @@ def preflight(files: Sequence[str], spec: dict) -> None:
         raise error(bad[0], hint="--max_" not in bad[0].problem)
 
 
-def skip_bad_records(files: Sequence[str], spec: dict, directory: str
-                     ) -> tuple[list[str], dict[str, int]]:
+def skip_bad_records(
+    files: Sequence[str], spec: dict, directory: str
+) -> tuple[list[str], dict[str, int]]:
     """Scans every record; each file holding bad ones (corrupt, cut, or not fitting `spec`) is
     replaced by a copy of its good records in `directory`, written atomically (the file itself is
     never modified). Returns the files to read and the records skipped per file.
@@ -98,8 +99,11 @@ def skip_bad_records(files: Sequence[str], spec: dict, directory: str
     """
     readable, skipped = [], {}
     for path in files:
-        bad = [item for item in check_file(path, spec, resync=True)
-               if isinstance(item, records.BadRecord)]
+        bad = [
+            item
+            for item in check_file(path, spec, resync=True)
+            if isinstance(item, records.BadRecord)
+        ]
         if not bad:
             readable.append(path)
             continue
@@ -115,19 +119,31 @@ def skip_bad_records(files: Sequence[str], spec: dict, directory: str
             if not usable:
                 raise CorruptRecordError(f"{bad[0]}; no record of the file is usable")
         first = bad[0]
-        logging.warning("%s: skipped %d corrupt record(s) (first: record %d at byte %d: %s); "
-                        "reading the repaired copy %s", path, len(bad), first.index,
-                        first.offset, first.problem, copy)
+        logging.warning(
+            "%s: skipped %d corrupt record(s) (first: record %d at byte %d: %s); "
+            "reading the repaired copy %s",
+            path,
+            len(bad),
+            first.index,
+            first.offset,
+            first.problem,
+            copy,
+        )
         readable.append(copy)
         skipped[path] = len(bad)
     if skipped:
-        logging.warning("skipped %d corrupt record(s) in %d of %d input file(s)",
-                        sum(skipped.values()), len(skipped), len(files))
+        logging.warning(
+            "skipped %d corrupt record(s) in %d of %d input file(s)",
+            sum(skipped.values()),
+            len(skipped),
+            len(files),
+        )
     return readable, skipped
 
 
-def diagnose(failure: tf.errors.OpError, files: Sequence[str], spec: dict,
-             hint: bool = True) -> CorruptRecordError | None:
+def diagnose(
+    failure: tf.errors.OpError, files: Sequence[str], spec: dict, hint: bool = True
+) -> CorruptRecordError | None:
     """The one-line error for a tf.data failure reading `files`: the first bad record of the file
     the failure names, else of the files it may lie in; None when no record is to blame."""
     named = _NAMED_RECORD.search(failure.message)
@@ -146,6 +162,8 @@ def diagnose(failure: tf.errors.OpError, files: Sequence[str], spec: dict,
         if bad is not None:
             return error(bad, hint)
     if named:  # a problem `fit_problem` does not know: TF's own words for the named record
-        return CorruptRecordError(f"{named.group(1)}: record {named.group(2)}: "
-                                  f"{named.group(3).strip()}" + (SKIP_HINT if hint else ""))
+        return CorruptRecordError(
+            f"{named.group(1)}: record {named.group(2)}: "
+            f"{named.group(3).strip()}" + (SKIP_HINT if hint else "")
+        )
     return None

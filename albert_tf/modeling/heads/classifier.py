@@ -26,8 +26,9 @@ HEAD_INIT_STDDEV = 0.02  # hard-coded in the original, not `initializer_range`
 class AlbertClassifierHead(keras.layers.Layer):
     """Dropout, then `pooled · output_weightsᵀ + output_bias`; float32 logits [B, num_labels]."""
 
-    def __init__(self, num_labels: int, dropout_rate: float = HEAD_DROPOUT,
-                 seed: int | None = None, **kwargs):
+    def __init__(
+        self, num_labels: int, dropout_rate: float = HEAD_DROPOUT, seed: int | None = None, **kwargs
+    ):
         super().__init__(**kwargs)
         self.num_labels = int(num_labels)
         self.dropout_rate = float(dropout_rate)
@@ -36,10 +37,13 @@ class AlbertClassifierHead(keras.layers.Layer):
 
     def build(self, pooled_shape):
         self.output_weights = self.add_weight(
-            name="output_weights", shape=(self.num_labels, pooled_shape[-1]),
-            initializer=keras.initializers.TruncatedNormal(stddev=HEAD_INIT_STDDEV, seed=self.seed))
-        self.output_bias = self.add_weight(name="output_bias", shape=(self.num_labels,),
-                                           initializer="zeros")
+            name="output_weights",
+            shape=(self.num_labels, pooled_shape[-1]),
+            initializer=keras.initializers.TruncatedNormal(stddev=HEAD_INIT_STDDEV, seed=self.seed),
+        )
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(self.num_labels,), initializer="zeros"
+        )
 
     def call(self, pooled_output, training=None):
         x = self.dropout(pooled_output, training=training)
@@ -50,8 +54,12 @@ class AlbertClassifierHead(keras.layers.Layer):
         return (pooled_shape[0], self.num_labels)
 
     def get_config(self):
-        return {**super().get_config(), "num_labels": self.num_labels,
-                "dropout_rate": self.dropout_rate, "seed": self.seed}
+        return {
+            **super().get_config(),
+            "num_labels": self.num_labels,
+            "dropout_rate": self.dropout_rate,
+            "seed": self.seed,
+        }
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -65,8 +73,15 @@ class AlbertClassifier(ConfiguredModel):
     loss = mean softmax cross-entropy, or mean squared error for regression.
     """
 
-    def __init__(self, config: AlbertConfig | dict, num_labels: int = 2, regression: bool = False,
-                 seed: int | None = None, name: str = "albert_classifier", **kwargs):
+    def __init__(
+        self,
+        config: AlbertConfig | dict,
+        num_labels: int = 2,
+        regression: bool = False,
+        seed: int | None = None,
+        name: str = "albert_classifier",
+        **kwargs,
+    ):
         config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
         if regression and num_labels != 1:
             raise ValueError(f"regression takes num_labels=1, got {num_labels}")
@@ -75,16 +90,23 @@ class AlbertClassifier(ConfiguredModel):
         # === Layers ===
         backbone = AlbertModel(config)
         head = AlbertClassifierHead(num_labels, seed=seed, name=HEAD_NAME)
-        to_probabilities = (keras.layers.Identity(name="probabilities") if regression else
-                            keras.layers.Softmax(name="probabilities", dtype="float32"))
+        to_probabilities = (
+            keras.layers.Identity(name="probabilities")
+            if regression
+            else keras.layers.Softmax(name="probabilities", dtype="float32")
+        )
 
         # === Functional model ===
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in BACKBONE_INPUTS}
+        inputs = {
+            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in BACKBONE_INPUTS
+        }
         logits = head(backbone(inputs)["pooled_output"])
-        super().__init__(inputs=inputs,
-                         outputs={"logits": logits, "probabilities": to_probabilities(logits)},
-                         name=name, **kwargs)
+        super().__init__(
+            inputs=inputs,
+            outputs={"logits": logits, "probabilities": to_probabilities(logits)},
+            name=name,
+            **kwargs,
+        )
 
         # === Config ===
         self.config = config
@@ -117,8 +139,11 @@ class AlbertClassifier(ConfiguredModel):
             scores = ops.reshape(logits, (-1,))
             loss = ops.mean(ops.square(scores - ops.reshape(ops.cast(labels, "float32"), (-1,))))
         else:
-            loss = ops.mean(keras.losses.sparse_categorical_crossentropy(
-                ops.reshape(ops.cast(labels, "int32"), (-1,)), logits, from_logits=True))
+            loss = ops.mean(
+                keras.losses.sparse_categorical_crossentropy(
+                    ops.reshape(ops.cast(labels, "int32"), (-1,)), logits, from_logits=True
+                )
+            )
         if self.losses:
             loss = loss + ops.sum(self.losses)
         return scale_loss_for_distribution(loss)

@@ -28,8 +28,9 @@ class EncodedSplit:
     guids: list[str]
 
 
-def encode_split(split: glue.GlueSplit, task: glue.GlueTask, tokenizer: AlbertTokenizer,
-                 max_seq_length: int) -> EncodedSplit:
+def encode_split(
+    split: glue.GlueSplit, task: glue.GlueTask, tokenizer: AlbertTokenizer, max_seq_length: int
+) -> EncodedSplit:
     """Tokenizes and packs examples exactly as the original `convert_single_example`."""
     examples = split.examples
     ids_a = tokenizer.encode_batch([e.text_a for e in examples])
@@ -48,12 +49,23 @@ def encode_split(split: glue.GlueSplit, task: glue.GlueTask, tokenizer: AlbertTo
         index = {label: i for i, label in enumerate(task.labels)}
         labels = np.array([0 if e.label is None else index[e.label] for e in examples], np.int32)
     flat = np.fromiter((t for c in chunks for t in c), np.int32, count=sum(lengths))
-    return EncodedSplit(flat, np.array(lengths, np.int64), np.array(segment_a, np.int32), labels,
-                        [e.guid for e in examples])
+    return EncodedSplit(
+        flat,
+        np.array(lengths, np.int64),
+        np.array(segment_a, np.int32),
+        labels,
+        [e.guid for e in examples],
+    )
 
 
-def make_dataset(encoded: EncodedSplit, batch_size: int, max_seq_length: int, training: bool,
-                 seed: int = 0, dynamic_padding: bool = True) -> tf.data.Dataset:
+def make_dataset(
+    encoded: EncodedSplit,
+    batch_size: int,
+    max_seq_length: int,
+    training: bool,
+    seed: int = 0,
+    dynamic_padding: bool = True,
+) -> tf.data.Dataset:
     """Batches of `input_ids, input_mask, segment_ids, label_ids`.
 
     Training: shuffled (seeded, reshuffled each pass), repeated, remainder dropped (as the
@@ -61,21 +73,32 @@ def make_dataset(encoded: EncodedSplit, batch_size: int, max_seq_length: int, tr
     """
     ids = tf.RaggedTensor.from_row_lengths(encoded.token_ids, encoded.lengths)
     dataset = tf.data.Dataset.from_tensor_slices(
-        {"ids": ids, "segment_a": encoded.segment_a_lengths, "label_ids": encoded.label_ids})
+        {"ids": ids, "segment_a": encoded.segment_a_lengths, "label_ids": encoded.label_ids}
+    )
     if training:
-        dataset = dataset.shuffle(len(encoded.lengths), seed=seed,
-                                  reshuffle_each_iteration=True).repeat()
+        dataset = dataset.shuffle(
+            len(encoded.lengths), seed=seed, reshuffle_each_iteration=True
+        ).repeat()
 
     def unpack(row):
         length = tf.shape(row["ids"])[0]
-        segment_ids = tf.concat([tf.zeros([row["segment_a"]], tf.int32),
-                                 tf.ones([length - row["segment_a"]], tf.int32)], 0)
-        return {"input_ids": row["ids"], "input_mask": tf.ones([length], tf.int32),
-                "segment_ids": segment_ids, "label_ids": row["label_ids"]}
+        segment_ids = tf.concat(
+            [
+                tf.zeros([row["segment_a"]], tf.int32),
+                tf.ones([length - row["segment_a"]], tf.int32),
+            ],
+            0,
+        )
+        return {
+            "input_ids": row["ids"],
+            "input_mask": tf.ones([length], tf.int32),
+            "segment_ids": segment_ids,
+            "label_ids": row["label_ids"],
+        }
 
     width = None if dynamic_padding else max_seq_length
-    shapes = {"input_ids": [width], "input_mask": [width], "segment_ids": [width],
-              "label_ids": []}
+    shapes = {"input_ids": [width], "input_mask": [width], "segment_ids": [width], "label_ids": []}
     dataset = dataset.map(unpack, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.padded_batch(batch_size, padded_shapes=shapes,
-                                drop_remainder=training).prefetch(tf.data.AUTOTUNE)
+    return dataset.padded_batch(batch_size, padded_shapes=shapes, drop_remainder=training).prefetch(
+        tf.data.AUTOTUNE
+    )

@@ -91,8 +91,12 @@ def task_metrics(task_name: str, labels, logits) -> dict[str, float]:
     if task_name == "sts-b":
         scores = logits.reshape(-1)
         mse = float(np.mean((scores - labels) ** 2))
-        metrics.update(pearson=pearson(scores, labels), spearman=spearman(scores, labels),
-                       MSE=mse, eval_loss=mse)
+        metrics.update(
+            pearson=pearson(scores, labels),
+            spearman=spearman(scores, labels),
+            MSE=mse,
+            eval_loss=mse,
+        )
         return metrics
     predictions = logits.argmax(axis=-1)
     nll = -_log_softmax(logits)[np.arange(len(labels)), labels.astype(np.int64)]
@@ -104,8 +108,9 @@ def task_metrics(task_name: str, labels, logits) -> dict[str, float]:
     return metrics
 
 
-def majority_baseline(task_name: str, train_labels, dev_labels,
-                      num_labels: int = 2) -> dict[str, float]:
+def majority_baseline(
+    task_name: str, train_labels, dev_labels, num_labels: int = 2
+) -> dict[str, float]:
     """Metrics of always predicting the most frequent training label (STS-B: the mean score)."""
     train_labels, dev_labels = np.asarray(train_labels), np.asarray(dev_labels)
     if task_name == "sts-b":

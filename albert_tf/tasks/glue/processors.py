@@ -71,28 +71,77 @@ _PAIR_TEST = Layout(text_a=1, text_b=2, label=None, guid=0, header=True)
 _MNLI = Layout(text_a=8, text_b=9, label=-1, guid=0, header=True)
 _MNLI_TEST = Layout(text_a=8, text_b=9, label=None, guid=0, header=True)
 
-TASKS: dict[str, GlueTask] = {t.name: t for t in (
-    GlueTask("cola", "CoLA", _BINARY,
-             Layout(text_a=3, text_b=None, label=1, guid=None, header=False, num_columns=4),
-             Layout(text_a=1, text_b=None, label=None, guid=0, header=True), _FILES, "CoLA.tsv"),
-    GlueTask("mnli", "MNLI", _NLI3, _MNLI, _MNLI_TEST,
-             {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"},
-             "MNLI-m.tsv"),
-    GlueTask("mismnli", "MNLI", _NLI3, _MNLI, _MNLI_TEST,
-             {"train": "train.tsv", "dev": "dev_mismatched.tsv", "test": "test_mismatched.tsv"},
-             "MNLI-mm.tsv"),
-    GlueTask("mrpc", "MRPC", _BINARY, Layout(text_a=3, text_b=4, label=0, guid=None, header=True),
-             Layout(text_a=3, text_b=4, label=None, guid=0, header=True), _FILES, "MRPC.tsv"),
-    GlueTask("rte", "RTE", _ENTAIL, _PAIR, _PAIR_TEST, _FILES, "RTE.tsv"),
-    GlueTask("sst-2", "SST-2", _BINARY, Layout(text_a=0, text_b=None, label=1, guid=None, header=True),
-             Layout(text_a=1, text_b=None, label=None, guid=0, header=True), _FILES, "SST-2.tsv"),
-    GlueTask("sts-b", "STS-B", None, Layout(text_a=7, text_b=8, label=-1, guid=0, header=True),
-             Layout(text_a=7, text_b=8, label=None, guid=0, header=True), _FILES, "STS-B.tsv"),
-    GlueTask("qqp", "QQP", _BINARY, Layout(text_a=3, text_b=4, label=5, guid=0, header=True),
-             Layout(text_a=1, text_b=2, label=None, guid=0, header=True), _FILES, "QQP.tsv"),
-    GlueTask("qnli", "QNLI", _ENTAIL, _PAIR, _PAIR_TEST, _FILES, "QNLI.tsv"),
-    GlueTask("wnli", "WNLI", _BINARY, _PAIR, _PAIR_TEST, _FILES, "WNLI.tsv"),
-)}
+TASKS: dict[str, GlueTask] = {
+    t.name: t
+    for t in (
+        GlueTask(
+            "cola",
+            "CoLA",
+            _BINARY,
+            Layout(text_a=3, text_b=None, label=1, guid=None, header=False, num_columns=4),
+            Layout(text_a=1, text_b=None, label=None, guid=0, header=True),
+            _FILES,
+            "CoLA.tsv",
+        ),
+        GlueTask(
+            "mnli",
+            "MNLI",
+            _NLI3,
+            _MNLI,
+            _MNLI_TEST,
+            {"train": "train.tsv", "dev": "dev_matched.tsv", "test": "test_matched.tsv"},
+            "MNLI-m.tsv",
+        ),
+        GlueTask(
+            "mismnli",
+            "MNLI",
+            _NLI3,
+            _MNLI,
+            _MNLI_TEST,
+            {"train": "train.tsv", "dev": "dev_mismatched.tsv", "test": "test_mismatched.tsv"},
+            "MNLI-mm.tsv",
+        ),
+        GlueTask(
+            "mrpc",
+            "MRPC",
+            _BINARY,
+            Layout(text_a=3, text_b=4, label=0, guid=None, header=True),
+            Layout(text_a=3, text_b=4, label=None, guid=0, header=True),
+            _FILES,
+            "MRPC.tsv",
+        ),
+        GlueTask("rte", "RTE", _ENTAIL, _PAIR, _PAIR_TEST, _FILES, "RTE.tsv"),
+        GlueTask(
+            "sst-2",
+            "SST-2",
+            _BINARY,
+            Layout(text_a=0, text_b=None, label=1, guid=None, header=True),
+            Layout(text_a=1, text_b=None, label=None, guid=0, header=True),
+            _FILES,
+            "SST-2.tsv",
+        ),
+        GlueTask(
+            "sts-b",
+            "STS-B",
+            None,
+            Layout(text_a=7, text_b=8, label=-1, guid=0, header=True),
+            Layout(text_a=7, text_b=8, label=None, guid=0, header=True),
+            _FILES,
+            "STS-B.tsv",
+        ),
+        GlueTask(
+            "qqp",
+            "QQP",
+            _BINARY,
+            Layout(text_a=3, text_b=4, label=5, guid=0, header=True),
+            Layout(text_a=1, text_b=2, label=None, guid=0, header=True),
+            _FILES,
+            "QQP.tsv",
+        ),
+        GlueTask("qnli", "QNLI", _ENTAIL, _PAIR, _PAIR_TEST, _FILES, "QNLI.tsv"),
+        GlueTask("wnli", "WNLI", _BINARY, _PAIR, _PAIR_TEST, _FILES, "WNLI.tsv"),
+    )
+}
 
 
 def get_task(name: str) -> GlueTask:
@@ -151,9 +200,10 @@ def read_tsv_rows(path: str | os.PathLike, undecodable: list[tuple[int, str]] | 
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 if undecodable is None:
-                    raise MalformedRowError(f"{path}:{number}: not valid UTF-8 ({e}) (set "
-                                            "skip_malformed_rows to skip and count such rows)"
-                                            ) from None
+                    raise MalformedRowError(
+                        f"{path}:{number}: not valid UTF-8 ({e}) (set "
+                        "skip_malformed_rows to skip and count such rows)"
+                    ) from None
                 undecodable.append((number, f"not valid UTF-8 ({e})"))
                 continue
             if number == 1:
@@ -161,8 +211,13 @@ def read_tsv_rows(path: str | os.PathLike, undecodable: list[tuple[int, str]] | 
             yield number, text.rstrip("\n").removesuffix("\r").split("\t")
 
 
-def read_split(task: GlueTask | str, data_dir: str | os.PathLike, split: str,
-               do_lower_case: bool = True, skip_malformed_rows: bool = False) -> GlueSplit:
+def read_split(
+    task: GlueTask | str,
+    data_dir: str | os.PathLike,
+    split: str,
+    do_lower_case: bool = True,
+    skip_malformed_rows: bool = False,
+) -> GlueSplit:
     """Reads the train, dev or test file of a task into `GlueExample`s (see the module doc)."""
     task = get_task(task) if isinstance(task, str) else task
     path = task_file(task, data_dir, split)
@@ -177,16 +232,21 @@ def read_split(task: GlueTask | str, data_dir: str | os.PathLike, split: str,
         if header_line != 1:
             raise MalformedRowError(f"{path}:1: header is not valid UTF-8")
         expected = len(header)
-        used = [i for i in (layout.text_a, layout.text_b, layout.label, layout.guid)
-                if i is not None and i >= 0]
+        used = [
+            i
+            for i in (layout.text_a, layout.text_b, layout.label, layout.guid)
+            if i is not None and i >= 0
+        ]
         if expected <= max(used):
             raise MalformedRowError(
                 f"{path}:{header_line}: header has {expected} columns, {task.name} {split} needs "
-                f"at least {max(used) + 1} (is this the right task?)")
+                f"at least {max(used) + 1} (is this the right task?)"
+            )
     for line, fields in rows:
         try:
-            result.examples.append(_example(task, split, layout, fields, line, expected,
-                                            do_lower_case))
+            result.examples.append(
+                _example(task, split, layout, fields, line, expected, do_lower_case)
+            )
         except _RowError as e:
             if not skip_malformed_rows:
                 raise MalformedRowError(
@@ -200,8 +260,15 @@ class _RowError(Exception):
     pass
 
 
-def _example(task: GlueTask, split: str, layout: Layout, fields: list[str], line: int,
-             expected: int, do_lower_case: bool) -> GlueExample:
+def _example(
+    task: GlueTask,
+    split: str,
+    layout: Layout,
+    fields: list[str],
+    line: int,
+    expected: int,
+    do_lower_case: bool,
+) -> GlueExample:
     if len(fields) != expected:
         raise _RowError(f"expected {expected} tab-separated columns, got {len(fields)}")
     label = None
@@ -215,10 +282,13 @@ def _example(task: GlueTask, split: str, layout: Layout, fields: list[str], line
             if not math.isfinite(label):
                 raise _RowError(f"label {fields[layout.label]!r} is not a finite number")
         elif label not in task.labels:
-            raise _RowError(f"unknown label {fields[layout.label]!r}; {task.name} labels are "
-                            f"{list(task.labels)}")
+            raise _RowError(
+                f"unknown label {fields[layout.label]!r}; {task.name} labels are "
+                f"{list(task.labels)}"
+            )
     # The original's guid: a column, or "<set>-<row index>" counting the header as row 0.
     guid = fields[layout.guid] if layout.guid is not None else f"{split}-{line - 1}"
     text_b = fields[layout.text_b] if layout.text_b is not None else None
-    return GlueExample(guid=guid, text_a=fields[layout.text_a], text_b=text_b, label=label,
-                       line=line)
+    return GlueExample(
+        guid=guid, text_a=fields[layout.text_a], text_b=text_b, label=label, line=line
+    )
