@@ -10,6 +10,8 @@ from albert_tf.checkpoints.tf1 import (
     CheckpointMismatchError,
     assign_tf1_checkpoint,
     assign_tf1_weights,
+    check_weights,
+    head_tf1_names,
     load_tf1_checkpoint,
     read_tf1_checkpoint,
     read_weights,
@@ -17,6 +19,7 @@ from albert_tf.checkpoints.tf1 import (
     resolve_checkpoint_prefix,
     save_tf1_checkpoint,
     tf1_name,
+    tf1_name_rules,
     tf1_variable_map,
     tf1_weights,
 )
@@ -27,6 +30,8 @@ __all__ = [
     "assign_classifier_weights",
     "assign_tf1_checkpoint",
     "assign_tf1_weights",
+    "check_weights",
+    "head_tf1_names",
     "initialize_from_checkpoint",
     "load_classifier_checkpoint",
     "load_tf1_checkpoint",
@@ -36,6 +41,7 @@ __all__ = [
     "resolve_checkpoint_prefix",
     "save_tf1_checkpoint",
     "tf1_name",
+    "tf1_name_rules",
     "tf1_variable_map",
     "tf1_weights",
 ]

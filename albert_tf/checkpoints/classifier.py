@@ -1,8 +1,8 @@
 """TF1 checkpoints of `AlbertClassifier` in and out, as the original `run_classifier.py` has them.
 
-The backbone's names are those of `TF1_NAME_RULES` (`albert_tf.checkpoints.tf1`); the head's are
-the top-level `output_weights` / `output_bias`, exactly what an original fine-tuned checkpoint
-holds.
+The backbone's names are those of `TF1_NAME_RULES` (`albert_tf.checkpoints.tf1`); the head's come
+from `AlbertClassifier.TF1_HEAD_RULES`: the top-level `output_weights` / `output_bias`, exactly
+what an original fine-tuned checkpoint holds.
 """
 
 from __future__ import annotations
@@ -13,10 +13,13 @@ from collections.abc import Mapping
 import numpy as np
 from absl import logging
 
-from albert_tf.checkpoints.tf1 import CheckpointMismatchError, read_weights, tf1_variable_map
+from albert_tf.checkpoints.tf1 import (
+    check_weights,
+    head_tf1_names,
+    read_weights,
+    tf1_variable_map,
+)
 from albert_tf.modeling.heads.classifier import AlbertClassifier
-
-HEAD_TF1_NAMES = ("output_weights", "output_bias")
 
 
 def assign_classifier_weights(
@@ -31,28 +34,18 @@ def assign_classifier_weights(
     pretraining heads `cls/...`) are ignored.
     """
     targets = tf1_variable_map(model)
-    head_ok = all(
-        n in tensors and tuple(tensors[n].shape) == tuple(targets[n].shape) for n in HEAD_TF1_NAMES
+    head_names = head_tf1_names(model)
+    shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
+    head_ok = all(shapes.get(n) == tuple(targets[n].shape) for n in head_names)
+    check_weights(
+        {n: v.shape for n, v in targets.items() if n not in head_names or require_head},
+        shapes,
+        source,
+        "classifier",
+        allow_unexpected=True,
     )
-    checked = [n for n in targets if n not in HEAD_TF1_NAMES or require_head]
-    problems = [
-        f"missing from checkpoint: {n} {tuple(targets[n].shape)}"
-        for n in sorted(checked)
-        if n not in tensors
-    ]
-    problems += [
-        f"shape mismatch: {n} checkpoint {tuple(tensors[n].shape)} vs model "
-        f"{tuple(targets[n].shape)}"
-        for n in sorted(checked)
-        if n in tensors and tuple(tensors[n].shape) != tuple(targets[n].shape)
-    ]
-    if problems:
-        raise CheckpointMismatchError(
-            f"{source} does not match the classifier ({len(problems)} problems):\n  "
-            + "\n  ".join(problems)
-        )
     for name, variable in targets.items():
-        if name not in HEAD_TF1_NAMES or head_ok:
+        if name not in head_names or head_ok:
             variable.assign(tensors[name])
     ignored = sorted(set(tensors) - set(targets))
     if ignored:

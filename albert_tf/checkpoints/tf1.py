@@ -1,7 +1,9 @@
 """Original TF1 checkpoints in and out, by variable name.
 
-`TF1_NAME_RULES` is the one table from our variable paths to the original google-research names;
-a test asserts it covers every variable of every sharing mode. Parts that `sharing` leaves unshared
+`TF1_NAME_RULES` is the one table from our variable paths to the original google-research names
+of the backbone and the pretraining heads; a test asserts it covers every variable of every
+sharing mode. A task head declares its own rules as the class attribute `TF1_HEAD_RULES` of its
+model (checked first), so a new head never edits this table. Parts that `sharing` leaves unshared
 have no original name; they are written as `.../transformer/layer_{l}/inner_group_{k}/...`.
 """
 
@@ -11,6 +13,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -55,8 +58,6 @@ TF1_NAME_RULES: tuple[tuple[str, str], ...] = (
     (r"^predictions/LayerNorm/(gamma|beta)$", r"cls/predictions/transform/LayerNorm/\1"),
     (r"^predictions/output_bias$", r"cls/predictions/output_bias"),
     (r"^seq_relationship/(output_weights|output_bias)$", r"cls/seq_relationship/\1"),
-    # The fine-tuning head of `run_classifier.py` lives at the top level.
-    (r"^classifier/(output_weights|output_bias)$", r"\1"),
 )
 # Training state in an original checkpoint that is not part of the model.
 _SKIPPED = re.compile(r"(/adam_m|/adam_v|/lamb_m|/lamb_v)$|^global_step$")
@@ -75,17 +76,68 @@ def rename(path: str, rules: tuple[tuple[str, str], ...], what: str) -> str:
     raise KeyError(f"no {what} name rule for variable {path!r}")
 
 
-def tf1_name(path: str) -> str:
+def tf1_name_rules(model) -> tuple[tuple[str, str], ...]:
+    """The name table of `model`: its head's `TF1_HEAD_RULES` first, then `TF1_NAME_RULES`."""
+    return tuple(getattr(model, "TF1_HEAD_RULES", ())) + TF1_NAME_RULES
+
+
+def tf1_name(path: str, rules: tuple[tuple[str, str], ...] = TF1_NAME_RULES) -> str:
     """The original TF1 variable name of one of our variable paths."""
-    return rename(path, TF1_NAME_RULES, "TF1")
+    return rename(path, rules, "TF1")
+
+
+def head_tf1_names(model) -> frozenset[str]:
+    """The original names of the variables that `model`'s `TF1_HEAD_RULES` name (its task head)."""
+    head_rules = tuple(getattr(model, "TF1_HEAD_RULES", ()))
+    return frozenset(
+        tf1_name(v.path, head_rules)
+        for v in model.weights
+        if any(re.search(pattern, v.path) for pattern, _ in head_rules)
+    )
+
+
+def check_weights(
+    expected: Mapping[str, tuple],
+    found: Mapping[str, tuple],
+    source: str,
+    what: str,
+    allow_unexpected: bool = False,
+) -> None:
+    """Raises `CheckpointMismatchError` listing every name of `expected` {name: shape} missing
+    from `found`, every shape mismatch and (unless `allow_unexpected`) every name of `found` that
+    is not expected; returns if there is none."""
+    expected = {name: tuple(shape) for name, shape in expected.items()}
+    found = {name: tuple(shape) for name, shape in found.items()}
+    problems = [
+        f"missing from checkpoint: {name} {shape}"
+        for name, shape in sorted(expected.items())
+        if name not in found
+    ]
+    if not allow_unexpected:
+        problems += [
+            f"unexpected in checkpoint: {name} {shape}"
+            for name, shape in sorted(found.items())
+            if name not in expected
+        ]
+    problems += [
+        f"shape mismatch: {name} checkpoint {found[name]} vs model {shape}"
+        for name, shape in sorted(expected.items())
+        if name in found and found[name] != shape
+    ]
+    if problems:
+        raise CheckpointMismatchError(
+            f"{source} does not match the {what} ({len(problems)} problems):\n  "
+            + "\n  ".join(problems)
+        )
 
 
 def tf1_variable_map(model) -> dict[str, tf.Variable]:
     """{original TF1 name: variable} for every weight of one of our models (pretrainer, backbone
-    or classifier)."""
+    or a task model), named by `tf1_name_rules(model)`."""
+    rules = tf1_name_rules(model)
     names = {}
     for variable in model.weights:
-        name = tf1_name(variable.path)
+        name = tf1_name(variable.path, rules)
         if name in names:
             raise ValueError(f"two variables map to {name!r}: {names[name].path}, {variable.path}")
         names[name] = variable
@@ -144,28 +196,13 @@ def assign_tf1_weights(model, tensors: dict[str, np.ndarray], source: str) -> No
     Raises `CheckpointMismatchError` naming every missing variable, unexpected variable and
     shape mismatch of `source`.
     """
-    shapes = {name: tuple(np.shape(value)) for name, value in tensors.items()}
     targets = tf1_variable_map(model)
-    problems = [
-        f"missing from checkpoint: {name} {tuple(v.shape)}"
-        for name, v in sorted(targets.items())
-        if name not in shapes
-    ]
-    problems += [
-        f"unexpected in checkpoint: {name} {shape}"
-        for name, shape in sorted(shapes.items())
-        if name not in targets
-    ]
-    problems += [
-        f"shape mismatch: {name} checkpoint {shapes[name]} vs model {tuple(v.shape)}"
-        for name, v in sorted(targets.items())
-        if name in shapes and shapes[name] != tuple(v.shape)
-    ]
-    if problems:
-        raise CheckpointMismatchError(
-            f"checkpoint {source} does not match the config ({len(problems)} problems):\n  "
-            + "\n  ".join(problems)
-        )
+    check_weights(
+        {name: v.shape for name, v in targets.items()},
+        {name: np.shape(value) for name, value in tensors.items()},
+        f"checkpoint {source}",
+        "config",
+    )
     for name, variable in targets.items():
         variable.assign(tensors[name])
 

@@ -3,7 +3,8 @@
 Head (as `classifier_utils.create_model`): dropout 0.1 (hard-coded, whatever the config says) on
 the pooled output, then logits = pooled · output_weightsᵀ + output_bias with `output_weights`
 [num_labels, H] (truncated normal, std 0.02) — the transpose of a Keras Dense kernel, kept so the
-variable is the original's. Its TF1 checkpoints in and out are `albert_tf.checkpoints.classifier`.
+variable is the original's. `TF1_HEAD_RULES` names them as the original checkpoint does; the
+checkpoints stage reads and writes them (`albert_tf.checkpoints.classifier`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,10 @@ class AlbertClassifier(ConfiguredModel):
     `fit` takes feature dicts with `label_ids` (int; float for regression), or (x, y):
     loss = mean softmax cross-entropy, or mean squared error for regression.
     """
+
+    # Original TF1 names of the head's variables (the backbone's come from the shared table):
+    # `run_classifier.py` keeps them at the checkpoint's top level.
+    TF1_HEAD_RULES = ((rf"^{HEAD_NAME}/(output_weights|output_bias)$", r"\1"),)
 
     def __init__(
         self,
