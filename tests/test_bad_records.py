@@ -17,19 +17,12 @@ from albert_tf.training.distribution import build_strategy
 from albert_tf.training.input_pipeline import feature_spec, pretraining_dataset
 from albert_tf.training.pretraining import PretrainingOptions, run_pretraining
 from albert_tf.training.record_checks import CorruptRecordError, diagnose
+from tests.model_configs import SAMPLE_VOCAB_TINY
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
 ORIGINAL = FIXTURES / "original_data" / "orig_small_seq128.tfrecord"
-TINY = dict(
-    vocab_size=30000,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=128,
-)
+TINY = SAMPLE_VOCAB_TINY
 PAYLOADS = list(records.read_tfrecords(str(ORIGINAL)))  # 1836 records of seq 128
 OFFSETS = [sum(16 + len(p) for p in PAYLOADS[:i]) for i in range(len(PAYLOADS))]
 

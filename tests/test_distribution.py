@@ -9,21 +9,15 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 from albert_tf.checkpoints import read_tf1_checkpoint
 from tests.tolerances import TRAINING_STEPS, assert_close_to_scale
+from tests.model_configs import SAMPLE_VOCAB_TINY
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "tests/fixtures/original_data/orig_small_seq128.tfrecord"
-TINY = dict(
-    vocab_size=30000,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=128,
-)
+TINY = SAMPLE_VOCAB_TINY
 
 
 def test_mirrored_over_two_devices_matches_one_device(tmp_path):
@@ -75,7 +69,8 @@ def _free_ports(count):
     return ports
 
 
-def test_multi_worker_processes_train_and_agree(tmp_path):
+@pytest.mark.slow  # two worker processes, each starting TensorFlow and compiling
+def test_multi_worker_processes_train_and_only_the_chief_writes(tmp_path):
     config = tmp_path / "albert_config.json"
     config.write_text(json.dumps(TINY))
     workers = [f"localhost:{port}" for port in _free_ports(2)]

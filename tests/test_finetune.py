@@ -15,22 +15,13 @@ from albert_tf import AlbertConfig
 from albert_tf.finetuning import loop as finetuning
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from tests.tolerances import FEW_OPS, assert_close_to_scale
+from tests.model_configs import CLASSIFIER_TINY
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 GLUE = FIXTURES / "glue"
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
-TINY = dict(
-    vocab_size=30000,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=64,
-    hidden_dropout_prob=0.1,
-    attention_probs_dropout_prob=0.1,
-)
+TINY = dict(CLASSIFIER_TINY, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
 
 @pytest.fixture(scope="module")

@@ -12,18 +12,11 @@ from albert_tf.tasks.glue import processors as glue
 from albert_tf.tasks.glue.inputs import encode_split, make_dataset
 from albert_tf.text.tokenization import AlbertTokenizer
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
+from tests.model_configs import CLASSIFIER_TINY
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 GLUE = FIXTURES / "glue"
-TINY = dict(
-    vocab_size=30000,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=64,
-)
+TINY = CLASSIFIER_TINY
 
 
 @pytest.fixture(scope="module")

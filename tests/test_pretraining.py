@@ -19,19 +19,12 @@ from albert_tf.training.callbacks import NonFiniteLossError
 from albert_tf.training.distribution import build_strategy
 from albert_tf.training.pretraining import PretrainingOptions, run_pretraining, use_xla
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
+from tests.model_configs import SAMPLE_VOCAB_TINY
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RECORDS = str(ROOT / "tests/fixtures/original_data/orig_small_seq128.tfrecord")
 # The original file uses the real 30k vocabulary; everything else is tiny.
-TINY = dict(
-    vocab_size=30000,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=128,
-)
+TINY = SAMPLE_VOCAB_TINY
 
 
 def options(output_dir, **overrides):
@@ -122,6 +115,7 @@ def test_rerun_resumes_from_the_last_checkpoint(tmp_path):
     )
 
 
+@pytest.mark.slow  # two runs, each compiling its own training step: about a minute
 def test_divergence_stops_and_keeps_the_last_good_checkpoint(tmp_path):
     run_pretraining(
         options(tmp_path, num_train_steps=4), AlbertConfig(**TINY), build_strategy("one_device")
@@ -215,6 +209,7 @@ def cli_args(tmp_path, **flags):
     return [f"--{k}={v}" for k, v in {**values, **flags}.items()]
 
 
+@pytest.mark.slow  # two CLI runs of 400 steps: 3-5 minutes on 2 cores
 def test_kill_nine_then_rerun_resumes_and_finishes(tmp_path):
     args = cli_args(tmp_path)
     state = tmp_path / "run" / "checkpoints" / "checkpoint"

@@ -16,16 +16,9 @@ from albert_tf import AlbertConfig, AlbertModel
 from albert_tf.modeling import layers
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.training.optimization import create_optimizer
+from tests.model_configs import MICRO
 
-TINY = AlbertConfig(
-    vocab_size=50,
-    embedding_size=8,
-    hidden_size=16,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=16,
-)
+TINY = AlbertConfig(**MICRO)
 
 
 def _parameters(function) -> list[str]:

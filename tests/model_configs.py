@@ -1,0 +1,32 @@
+"""Model shapes shared by the tests, each defined once (as `AlbertConfig` keyword dicts).
+
+A shape's numbers are part of what its tests assert (losses after N steps, fine-tuned accuracy),
+so a test that needs another shape derives it here with `dict(BASE, field=...)` rather than
+editing one in place.
+"""
+
+# The bundled sample SentencePiece model's 30k vocab under a 2-layer encoder: pretraining runs,
+# distribution and bad-record tests on the sample records (seq 128).
+SAMPLE_VOCAB_TINY = dict(
+    vocab_size=30000,
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=64,
+    max_position_embeddings=128,
+)
+
+# The GLUE classifier tests' encoder: same vocab, 2 heads, sequences up to 64.
+CLASSIFIER_TINY = dict(SAMPLE_VOCAB_TINY, num_attention_heads=2, max_position_embeddings=64)
+
+# The smallest encoder that exercises every layer kind, for tests of structure and names.
+MICRO = dict(
+    vocab_size=50,
+    embedding_size=8,
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=16,
+)
