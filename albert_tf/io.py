@@ -8,12 +8,17 @@ target only when complete (a rename within one directory is atomic).
 from __future__ import annotations
 
 import contextlib
+import glob as _glob
 import json
 import math
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO
+
+
+def _local_glob(pattern: str) -> list[str]:
+    return _glob.glob(pattern)
 
 
 def json_safe(value):
@@ -94,3 +99,32 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[str]:
             with contextlib.suppress(OSError):
                 os.remove(temp)
         raise
+
+
+def expand_patterns(
+    patterns: str | Sequence[str],
+    glob: Callable[[str], Iterable[str]] = _local_glob,
+    keep_repeats: bool = False,
+) -> list[str]:
+    """Files named by globs: a comma-separated string (the original scripts' `input_file`) or a
+    list. Each pattern's matches are sorted, directories dropped, patterns in the order given;
+    a file two patterns name is listed once unless `keep_repeats` (the original data prep reads
+    it twice). `glob` is the file system's (`tf.io.gfile.glob` for `gs://`; local by default).
+
+    Raises `FileNotFoundError` naming every pattern that matches no file, since a typo among good
+    patterns would otherwise drop data silently; `ValueError` when no pattern is given.
+    """
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    patterns = [p.strip() for p in patterns if p.strip()]
+    if not patterns:
+        raise ValueError("no input files given")
+    files, unmatched = [], []
+    for pattern in patterns:
+        matches = sorted(m for m in glob(pattern) if not os.path.isdir(m))
+        if not matches:
+            unmatched.append(f"input file not found: {pattern!r} matches no file")
+        files.extend(matches)
+    if unmatched:
+        raise FileNotFoundError("; ".join(unmatched))
+    return files if keep_repeats else list(dict.fromkeys(files))

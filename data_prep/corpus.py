@@ -18,13 +18,13 @@ file and line, and counted by `SkipLog`. Input files that match nothing or canno
 from __future__ import annotations
 
 import dataclasses
-import glob
 import gzip
-import os
 import zlib
 from collections.abc import Iterator, Sequence
 
 from absl import logging
+
+from albert_tf.io import expand_patterns
 
 INPUT_FORMATS = ("sentences", "paragraphs")
 _BOM = b"\xef\xbb\xbf"
@@ -107,21 +107,13 @@ class SkipLog:
 
 
 def expand_inputs(patterns: str | Sequence[str]) -> list[str]:
-    """Files of comma-separated globs, each glob's matches sorted, in pattern order (repeats kept).
-
-    Raises InputError naming a pattern that matches no file.
-    """
-    if isinstance(patterns, str):
-        patterns = [p for p in patterns.split(",") if p.strip()]
-    files: list[str] = []
-    for pattern in patterns:
-        matches = sorted(m for m in glob.glob(pattern.strip()) if not os.path.isdir(m))
-        if not matches:
-            raise InputError(f"input file not found: {pattern.strip()!r} matches no file")
-        files.extend(matches)
-    if not files:
-        raise InputError("no input files given")
-    return files
+    """Files of comma-separated globs, each glob's matches sorted, in pattern order (repeats kept,
+    as the original reads a file named twice twice). Raises InputError naming every pattern that
+    matches no file."""
+    try:
+        return expand_patterns(patterns, keep_repeats=True)
+    except (FileNotFoundError, ValueError) as e:
+        raise InputError(str(e)) from None
 
 
 def check_readable(paths: Sequence[str]) -> None:

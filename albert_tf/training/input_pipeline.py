@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.io import expand_patterns
 from albert_tf.records import FEATURE_NAMES, FLOAT_FEATURES, PRED_FEATURES, feature_lengths
 
 ORIGINAL_SHUFFLE_BUFFER = 100
@@ -57,27 +58,9 @@ def parse_examples(serialized, spec, example_names=None) -> dict[str, tf.Tensor]
 
 
 def list_input_files(input_patterns: str | Sequence[str]) -> list[str]:
-    """Expands globs (a comma-separated string, as the original's `input_file`, or a list).
-
-    Each pattern's matches are sorted; duplicates are dropped. A pattern matching nothing is an
-    error (it is almost always a typo that would silently drop data).
-    """
-    if isinstance(input_patterns, str):
-        input_patterns = input_patterns.split(",")
-    patterns = [p.strip() for p in input_patterns if p.strip()]
-    if not patterns:
-        raise ValueError("No input file patterns given.")
-    files, unmatched = [], []
-    for pattern in patterns:
-        matches = sorted(tf.io.gfile.glob(pattern))
-        if not matches:
-            unmatched.append(pattern)
-        files.extend(matches)
-    if unmatched:
-        raise FileNotFoundError(
-            f"No files match input pattern(s) {unmatched} (all patterns: {patterns})."
-        )
-    return list(dict.fromkeys(files))
+    """Files of comma-separated globs (`gs://` too), each glob's matches sorted, a file named
+    twice read once; a pattern matching nothing is an error (`albert_tf.io.expand_patterns`)."""
+    return expand_patterns(input_patterns, glob=tf.io.gfile.glob)
 
 
 def per_replica_batch_size(
