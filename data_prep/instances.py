@@ -1,8 +1,8 @@
-"""SOP sentence pairs, truncation and n-gram masking: the original algorithm as pure functions of (tokens, rng).
+"""SOP sentence pairs and n-gram masking (truncation: `albert_tf.text.pairs`): the original algorithm as pure functions of (tokens, rng).
 
 Everything works on token ids. `rng` is a `random.Random` owned by one document and dupe pass, so the
 output does not depend on how documents are spread over processes. The original drew the n-gram size
-from numpy's global, unseeded generator (spec quirk Q3); here it comes from `rng` with the same
+from numpy's global, unseeded generator; here it comes from `rng` with the same
 probabilities, which makes the whole job reproducible.
 """
 
@@ -12,6 +12,8 @@ import dataclasses
 import itertools
 import random
 from collections.abc import Sequence
+
+from albert_tf.text.pairs import truncate_seq_pair_randomly
 
 # Single punctuation characters that the original's SentencePiece start-piece rule treats as word starts
 # (its string lists `"` twice; `'`, `<`, `=`, `>` are not in it).
@@ -107,33 +109,6 @@ class MaskedInstance:
     permuted: int = 0
 
 
-def truncate_seq_pair(
-    tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random
-) -> tuple[list[int], list[int]]:
-    """The original truncation, in distribution: while too long, drop the first or (p=0.5) the last token
-    of the longer segment (B on ties). Returns truncated copies.
-
-    Which segment loses each token does not depend on the coin flips, only the front/back choices do; so
-    a segment that loses k tokens loses Binomial(k, 1/2) of them at the front. That is drawn as the
-    popcount of k random bits: two draws instead of one per token (a 5,000-token sentence is common).
-    """
-    len_a, len_b = len(tokens_a), len(tokens_b)
-    excess = len_a + len_b - max_num_tokens
-    if excess <= 0:
-        return list(tokens_a), list(tokens_b)
-    cut_a = min(excess, len_a - len_b) if len_a > len_b else 0
-    cut_b = min(excess, len_b - len_a) if len_b > len_a else 0
-    rest = excess - cut_a - cut_b  # lengths are now equal: B, A, B, ... lose one token each
-    cut_b += (rest + 1) // 2
-    cut_a += rest // 2
-    front_a = rng.getrandbits(cut_a).bit_count() if cut_a else 0
-    front_b = rng.getrandbits(cut_b).bit_count() if cut_b else 0
-    return (
-        tokens_a[front_a : len_a - (cut_a - front_a)],
-        tokens_b[front_b : len_b - (cut_b - front_b)],
-    )
-
-
 def _split_single_sentence(
     sentence: list[int], word_start: Sequence[bool] | None, rng: random.Random
 ) -> tuple[list[int], list[int]] | None:
@@ -219,7 +194,7 @@ def create_pairs_from_document(
                 label = 0
                 if not config.random_next_sentence and rng.random() < 0.5:
                     tokens_a, tokens_b, label = tokens_b, tokens_a, 1
-            tokens_a, tokens_b = truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+            tokens_a, tokens_b = truncate_seq_pair_randomly(tokens_a, tokens_b, max_num_tokens, rng)
             pairs.append(SentencePair(tokens_a, tokens_b, label, random_document))
             chunk, chunk_length = [], 0
         i += 1

@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from albert_tf.text.pairs import truncate_seq_pair_randomly
 from data_prep import instances
 from data_prep.instances import MaskingConfig, PairConfig
 
@@ -55,7 +56,7 @@ def test_truncation_keeps_the_originals_lengths_and_windows():
         limit = case_rng.randint(2, 80)
         expected_a, expected_b = list(a), list(b)
         _original_truncate(expected_a, expected_b, limit, random.Random(seed))
-        got_a, got_b = instances.truncate_seq_pair(a, b, limit, random.Random(seed))
+        got_a, got_b = truncate_seq_pair_randomly(a, b, limit, random.Random(seed))
         assert (len(got_a), len(got_b)) == (
             len(expected_a),
             len(expected_b),
@@ -71,7 +72,7 @@ def test_truncation_has_the_originals_distribution():
     a, b, limit, draws = list(range(30)), list(range(100, 112)), 20, 20000
     ours, original = collections.Counter(), collections.Counter()
     for seed in range(draws):
-        got_a, got_b = instances.truncate_seq_pair(a, b, limit, random.Random(seed))
+        got_a, got_b = truncate_seq_pair_randomly(a, b, limit, random.Random(seed))
         ours[(got_a[0], got_b[0])] += 1
         exp_a, exp_b = list(a), list(b)
         _original_truncate(exp_a, exp_b, limit, random.Random(seed + 10**6))

@@ -34,6 +34,8 @@ LAZY_ROOT = "albert_tf"
 TENSORFLOW_FREE = (
     "albert_tf.records",
     "albert_tf.config",
+    "albert_tf.io",
+    "albert_tf.text.pairs",
     "albert_tf.text.tokenization",
     "data_prep",
 )

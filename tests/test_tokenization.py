@@ -5,7 +5,8 @@ import pathlib
 
 import pytest
 
-from albert_tf.text.tokenization import AlbertTokenizer, preprocess_text, truncate_seq_pair
+from albert_tf.text.pairs import truncate_seq_pair
+from albert_tf.text.tokenization import AlbertTokenizer, preprocess_text
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 SPM_MODEL = FIXTURES / "albert_spm" / "30k-clean.model"

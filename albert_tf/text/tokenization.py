@@ -19,6 +19,8 @@ from collections.abc import Iterable, Sequence
 
 import sentencepiece as spm
 
+from albert_tf.text.pairs import truncate_seq_pair
+
 SPIECE_UNDERLINE = "\u2581"
 
 
@@ -56,15 +58,6 @@ class PackedInputs:
     input_ids: list[int]
     input_mask: list[int]
     segment_ids: list[int]
-
-
-def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
-    """In place: pop from the end of the longer list (B on ties) until the total fits, as the original."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
 
 
 class AlbertTokenizer:
