@@ -24,6 +24,7 @@ from albert_tf.export.tflite import op_names
 from albert_tf.text.tokenization import AlbertTokenizer
 from albert_tf.tolerance import scaled_limit
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
+from tests.model_configs import SAMPLE_VOCAB_TINY
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
 pytestmark = pytest.mark.numerics
@@ -39,21 +40,7 @@ INPUTS = ("input_ids", "input_mask", "segment_ids")
 def tiny_config(**overrides):
     """Real vocabulary, tiny width. initializer_range 0.2 (not 0.02) so that outputs depend on
     the input: at 0.02 the pooled output varies across sentences by 0.0004, a vacuous check."""
-    return AlbertConfig(
-        **{
-            **dict(
-                vocab_size=30000,
-                embedding_size=16,
-                hidden_size=32,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                intermediate_size=64,
-                max_position_embeddings=128,
-                initializer_range=0.2,
-            ),
-            **overrides,
-        }
-    )
+    return AlbertConfig(**{**SAMPLE_VOCAB_TINY, "initializer_range": 0.2, **overrides})
 
 
 @pytest.fixture(scope="module")

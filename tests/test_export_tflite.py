@@ -19,6 +19,7 @@ from albert_tf.export.tflite import convert, non_builtin_ops, op_names
 from albert_tf.modeling import layers
 from albert_tf.text.tokenization import AlbertTokenizer
 from albert_tf.tolerance import scaled_limit
+from tests.model_configs import SAMPLE_VOCAB_TINY
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
 pytestmark = pytest.mark.numerics
@@ -154,18 +155,7 @@ def test_every_variant_on_real_sentences_and_full_int8_refused_on_random_weights
     so the calibrated int8 variants (256 levels for the logits) flip their top-1 too often:
     refused."""
     keras.utils.set_random_seed(1234)
-    model = AlbertPretrainer(
-        AlbertConfig(
-            vocab_size=30000,
-            embedding_size=16,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            max_position_embeddings=128,
-            initializer_range=0.2,
-        )
-    )
+    model = AlbertPretrainer(AlbertConfig(**SAMPLE_VOCAB_TINY, initializer_range=0.2))
     config = ExportConfig(
         output_dir=str(tmp_path),
         max_seq_length=64,

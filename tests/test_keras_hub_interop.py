@@ -9,6 +9,7 @@ from albert_tf import AlbertConfig, AlbertModel
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.checkpoints.keras_hub import from_keras_hub, to_keras_hub
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
+from tests.model_configs import MICRO
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
 pytestmark = pytest.mark.numerics
@@ -102,19 +103,6 @@ def test_equal_widths_use_an_identity_projection():
     ],
 )
 def test_inexpressible_models_are_refused(kwargs, message):
-    config = AlbertConfig(
-        **{
-            **dict(
-                vocab_size=50,
-                embedding_size=8,
-                hidden_size=16,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=32,
-                max_position_embeddings=16,
-            ),
-            **kwargs,
-        }
-    )
+    config = AlbertConfig(**{**MICRO, **kwargs})
     with pytest.raises(ValueError, match=message):
         to_keras_hub(AlbertModel(config))

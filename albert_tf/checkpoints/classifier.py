@@ -13,12 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 from absl import logging
 
-from albert_tf.checkpoints.tf1 import (
-    check_weights,
-    head_tf1_names,
-    read_weights,
-    tf1_variable_map,
-)
+from albert_tf.checkpoints.tf1 import check_weights, head_tf1_names, read_weights, tf1_variable_map
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 
 
