@@ -25,12 +25,14 @@ def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
 def truncate_seq_pair_randomly(
     tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random
 ) -> tuple[list[int], list[int]]:
-    """Pretraining data's rule, as the original `create_pretraining_data.py` in distribution: while too long, drop the first or (p=0.5) the last token
-    of the longer segment (B on ties). Returns truncated copies.
+    """Pretraining data's rule, as the original `create_pretraining_data.py` in distribution:
+    while too long, drop the first or (p=0.5) the last token of the longer segment (B on ties).
+    Returns truncated copies.
 
-    Which segment loses each token does not depend on the coin flips, only the front/back choices do; so
-    a segment that loses k tokens loses Binomial(k, 1/2) of them at the front. That is drawn as the
-    popcount of k random bits: two draws instead of one per token (a 5,000-token sentence is common).
+    Which segment loses each token does not depend on the coin flips, only the front/back choices
+    do; so a segment that loses k tokens loses Binomial(k, 1/2) of them at the front. That is drawn
+    as the popcount of k random bits: two draws instead of one per token (a 5,000-token sentence
+    is common).
     """
     len_a, len_b = len(tokens_a), len(tokens_b)
     excess = len_a + len_b - max_num_tokens
