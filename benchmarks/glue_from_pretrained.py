@@ -26,7 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging
 
-from albert_tf.finetuning import loop as finetuning
+from albert_tf.tasks.glue import finetune as finetuning
 from albert_tf.io import write_json
 from albert_tf.tasks.glue import metrics as glue_metrics
 from albert_tf.tasks.glue import processors as glue

@@ -22,7 +22,7 @@ from pipelines import _cli  # first: TensorFlow's log level must be set before i
 from absl import app, flags, logging
 
 _cli.import_tensorflow_quietly()  # the next line imports it, for the recipes
-from albert_tf.finetuning import loop as finetuning  # noqa: E402
+from albert_tf.tasks.glue import finetune as finetuning  # noqa: E402
 from albert_tf.tasks.glue import processors as glue  # noqa: E402
 
 FLAGS = flags.FLAGS

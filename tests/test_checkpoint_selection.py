@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from albert_tf.finetuning.selection import CheckpointEvaluator, _better, list_checkpoints
+from albert_tf.tasks.glue.finetune import GlueDevScorer
 from albert_tf.io import write_json
 
 
@@ -43,7 +44,7 @@ def test_best_is_kept_copied_and_reported(tmp_path, keep_all):
     labels = np.array([0, 1, 1, 0, 1])
     correct = {100: 2, 200: 4, 300: 4, 400: 3}  # accuracies .4 .8 .8 .6
     model = ScriptedModel(logits_with_accuracy(labels, c) for c in correct.values())
-    evaluator = CheckpointEvaluator("mrpc", str(tmp_path), None, labels, keep_all)
+    evaluator = CheckpointEvaluator(GlueDevScorer("mrpc", None, labels), str(tmp_path), keep_all)
     for step in correct:
         evaluator.evaluate(model, step, fake_checkpoint(tmp_path, step))
     results = json.loads((tmp_path / "eval_results.json").read_text())
@@ -62,7 +63,7 @@ def test_best_is_kept_copied_and_reported(tmp_path, keep_all):
 def test_undefined_metrics_are_null_in_json(tmp_path):
     labels = np.array([1.0, 2.0, 3.0])
     model = ScriptedModel([np.ones((3, 1))])  # constant scores: Pearson undefined
-    evaluator = CheckpointEvaluator("sts-b", str(tmp_path), None, labels)
+    evaluator = CheckpointEvaluator(GlueDevScorer("sts-b", None, labels), str(tmp_path))
     evaluator.evaluate(model, 10, fake_checkpoint(tmp_path, 10))
     results = json.loads((tmp_path / "eval_results.json").read_text())  # strict JSON parses
     assert results["selection_metric"] == "pearson"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig
-from albert_tf.finetuning import loop as finetuning
+from albert_tf.tasks.glue import finetune as finetuning
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from tests.tolerances import FEW_OPS, assert_close_to_scale
 from tests.model_configs import CLASSIFIER_TINY

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig
-from albert_tf.finetuning.selection import predict_logits
+from albert_tf.tasks.glue.finetune import predict_logits
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.glue import processors as glue
 from albert_tf.tasks.glue.inputs import encode_split, make_dataset

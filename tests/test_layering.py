@@ -15,16 +15,16 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("albert_tf", "data_prep", "pipelines")
-# Lowest first; the modules of one layer may import each other. GLUE tasks (processors, inputs,
-# metrics) sit under fine-tuning, whose loop and checkpoint selection run them.
+# Lowest first; the modules of one layer may import each other. The fine-tuning loop sits under
+# the tasks (GLUE now), which implement its `Task` protocol: the loop never names a benchmark.
 LAYERS = (
     ("albert_tf.config", "albert_tf.io", "albert_tf.tolerance", "albert_tf.records"),
     ("albert_tf.text",),
     ("albert_tf.modeling",),
     ("albert_tf.checkpoints",),
     ("albert_tf.training",),
-    ("albert_tf.tasks",),
     ("albert_tf.finetuning",),
+    ("albert_tf.tasks",),
     ("albert_tf.export",),
     ("data_prep",),
     ("pipelines",),

@@ -1,9 +1,10 @@
 """Scoring fine-tuning checkpoints on dev and keeping the best, as the original's eval loop.
 
-The original `run_classifier.py --do_eval` scored every saved checkpoint, kept the best by
-`eval_accuracy` (`matthew_corr` for CoLA, `pearson` for STS-B; the first on ties), copied it to
-`model.ckpt-best` and deleted the others; its reported dev numbers are those best-of-checkpoints
-numbers. `eval_results.json` here names both the **final** and the **best** checkpoint.
+The original fine-tuning scripts (`--do_eval`) scored every saved checkpoint, kept the best by
+one metric (the first on ties), copied it to `model.ckpt-best` and deleted the others; their
+reported dev numbers are those best-of-checkpoints numbers. `eval_results.json` here names both
+the **final** and the **best** checkpoint. Which metric, and how a model is scored, is the
+task's `DevScorer`.
 """
 
 from __future__ import annotations
@@ -13,12 +14,10 @@ import os
 import re
 import shutil
 
-import numpy as np
-import tensorflow as tf
 from absl import logging
 
+from albert_tf.finetuning.task import DevScorer
 from albert_tf.io import atomic_path, write_json
-from albert_tf.tasks.glue import metrics as glue_metrics
 
 CHECKPOINT_PREFIX = "model.ckpt"
 BEST_CHECKPOINT = "model.ckpt-best"
@@ -37,45 +36,32 @@ def list_checkpoints(output_dir: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
-def predict_logits(model, dataset: tf.data.Dataset) -> np.ndarray:
-    """Inference-mode logits [N, num_labels] of a classifier over a dataset."""
-    return np.asarray(model.predict(dataset, verbose=0)["logits"])
-
-
 class CheckpointEvaluator:
     """Scores checkpoints on dev, tracks the best, keeps `eval_results.json` up to date.
 
     Args:
-      task_name: GLUE task (decides the metrics and the selection key).
+      scorer: the task's dev set and metrics (`name`, `selection_metric`, `score(model)`).
       output_dir: where the checkpoints are; `eval_results.json` and `model.ckpt-best` go there.
-      dataset: dev batches in file order; `labels`: their label ids (scores for STS-B).
       keep_all_checkpoints: else evaluated checkpoints that are neither the best nor the latest
         are deleted, as the original did.
+
+    Example:
+      evaluator = CheckpointEvaluator(scorer, "out/mrpc")
+      evaluator.evaluate(model, 100, "out/mrpc/model.ckpt-100")  # also writes the JSON
     """
 
-    def __init__(
-        self,
-        task_name: str,
-        output_dir: str,
-        dataset: tf.data.Dataset,
-        labels,
-        keep_all_checkpoints: bool = False,
-    ):
-        self.task_name = task_name
+    def __init__(self, scorer: DevScorer, output_dir: str, keep_all_checkpoints: bool = False):
+        self.scorer = scorer
         self.output_dir = output_dir
-        self.dataset = dataset
-        self.labels = np.asarray(labels)
         self.keep_all_checkpoints = keep_all_checkpoints
-        self.key = glue_metrics.selection_metric(task_name)
+        self.key = scorer.selection_metric
         self.history: list[dict] = []
         self.best: dict | None = None
         self._copied: str | None = None  # checkpoint last copied to model.ckpt-best
 
     def evaluate(self, model, step: int, prefix: str) -> dict:
         """Scores `model` (holding checkpoint `prefix`'s weights) and records the result."""
-        metrics = glue_metrics.task_metrics(
-            self.task_name, self.labels, predict_logits(model, self.dataset)
-        )
+        metrics = self.scorer.score(model)
         entry = {"step": step, "checkpoint": prefix, "metrics": metrics}
         self.history.append(entry)
         if self.best is None or _better(metrics[self.key], self.best["metrics"][self.key]):
@@ -109,13 +95,13 @@ class CheckpointEvaluator:
             _copy_checkpoint(best["checkpoint"], best["copied_to"])
             self._copied = best["checkpoint"]
         results = {
-            "task": self.task_name,
+            "task": self.scorer.name,
             "selection_metric": self.key,
             "final": self.history[-1],
             "best": best,
             "note": (
                 "final = the last checkpoint evaluated; best = the checkpoint with the highest "
-                f"{self.key} on dev, which is what the original run_classifier.py reported"
+                f"{self.key} on dev, which is what the original fine-tuning scripts reported"
             ),
             "history": [{"step": e["step"], **e["metrics"]} for e in self.history],
         }

@@ -1,0 +1,81 @@
+"""What the fine-tuning loop asks of a benchmark, and of a job's settings.
+
+The loop (`albert_tf.finetuning.loop`) trains, saves a TF1-named checkpoint every N steps, scores
+each one on dev, keeps the best, predicts and exports; everything that differs per benchmark
+(reading its files, encoding, the model's head, its metrics, its prediction files) sits behind
+`Task`, implemented under `albert_tf.tasks`. Both are structural protocols: a task satisfies them
+by having the members, without importing this module.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+
+
+class LoopSettings(Protocol):
+    """The original fine-tuning scripts' shared flags the loop reads (same names)."""
+
+    output_dir: str
+    init_checkpoint: str | None
+    albert_config_file: str | None
+    max_seq_length: int
+    train_step: int
+    warmup_step: int
+    learning_rate: float
+    train_batch_size: int
+    optimizer: str
+    save_checkpoints_steps: int
+    export_dir: str | None
+    keep_all_checkpoints: bool
+    jit_compile: bool
+    seed: int
+    log_every_steps: int
+
+
+class DevScorer(Protocol):
+    """Scores a model on a dev set; higher `selection_metric` is better."""
+
+    name: str
+    selection_metric: str
+
+    def score(self, model: keras.Model) -> dict[str, float]:
+        """The metrics of `model` on dev, `selection_metric` among them."""
+
+
+class Task(Protocol):
+    """One benchmark as the loop sees it; `settings` holds the job's `LoopSettings`."""
+
+    name: str
+    settings: LoopSettings
+
+    def build_model(self, albert_config: AlbertConfig) -> keras.Model:
+        """A freshly initialised model (backbone + this task's head)."""
+
+    def initialize(self, model: keras.Model, checkpoint: str) -> None:
+        """Loads a pretrained (backbone only) or fine-tuned checkpoint before training."""
+
+    def load(self, model: keras.Model, checkpoint: str) -> None:
+        """Loads a checkpoint holding every weight of `model` (the loop's own, or a release's)."""
+
+    def train_dataset(self) -> tuple[tf.data.Dataset, int]:
+        """Endless shuffled training batches with their labels, and the number of examples."""
+
+    def dev_scorer(self) -> DevScorer:
+        """The dev set, encoded once, as a scorer."""
+
+    def check_predict_inputs(self) -> None:
+        """Raises before training when the prediction inputs are missing."""
+
+    def predict_inputs(self) -> object:
+        """Reads and encodes the examples to predict (anything `predict` takes)."""
+
+    def predict(self, model: keras.Model, checkpoint: str, inputs: object) -> dict[str, str]:
+        """Writes the predictions of `inputs` into `output_dir`; returns {what: path}."""
+
+    def export(self, model: keras.Model, checkpoint: str, albert_config: AlbertConfig) -> str:
+        """Writes the serving bundle into `export_dir`; returns the model file's path."""

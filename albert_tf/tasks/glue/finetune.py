@@ -1,0 +1,326 @@
+"""GLUE fine-tuning as the original `run_classifier.py`, on the task-agnostic loop.
+
+`GlueFinetuneTask` is what the loop (`albert_tf.finetuning.loop`) needs from GLUE: an
+`AlbertClassifier`, the task's TSV files encoded as `convert_single_example`, its dev metrics
+and selection key, the original's `test_results.tsv` (probabilities) and a GLUE submission file
+(`SST-2.tsv`: index<TAB>label), and a `.keras` classifier export.
+
+Deliberate differences, none changing the maths: training examples are fully shuffled (seeded)
+instead of the original's file order through a 100-example buffer (CoLA's file here is not in
+GLUE's order); batches are padded to their longest example unless `dynamic_padding=False` (see
+`albert_tf.tasks.glue.inputs`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.checkpoints.classifier import initialize_from_checkpoint, load_classifier_checkpoint
+from albert_tf.config import AlbertConfig
+from albert_tf.finetuning import loop
+from albert_tf.finetuning.selection import CheckpointEvaluator
+from albert_tf.io import atomic_path, write_json, write_text
+from albert_tf.modeling.heads.classifier import AlbertClassifier
+from albert_tf.tasks.glue import metrics as glue_metrics
+from albert_tf.tasks.glue import processors as glue
+from albert_tf.tasks.glue.inputs import EncodedSplit, encode_split, make_dataset
+from albert_tf.text.tokenization import AlbertTokenizer
+
+resolve_albert_config = loop.resolve_albert_config
+
+# run_glue.sh: every task also used --max_seq_length=512 --optimizer=adamw --do_lower_case.
+_RECIPE_COMMON = dict(max_seq_length=512, optimizer="adamw", do_lower_case=True)
+RECIPES: dict[str, dict] = {
+    task: dict(
+        _RECIPE_COMMON,
+        learning_rate=lr,
+        train_batch_size=batch,
+        train_step=steps,
+        warmup_step=warmup,
+        save_checkpoints_steps=every,
+    )
+    for task, lr, batch, steps, warmup, every in (
+        ("sst-2", 1e-5, 32, 20935, 1256, 100),
+        ("mnli", 3e-5, 128, 10000, 1000, 100),
+        ("cola", 1e-5, 16, 5336, 320, 100),
+        ("qnli", 1e-5, 32, 33112, 1986, 200),
+        ("qqp", 5e-5, 128, 14000, 1000, 100),
+        ("rte", 3e-5, 32, 800, 200, 100),
+        ("sts-b", 2e-5, 16, 3598, 214, 100),
+        ("mrpc", 2e-5, 32, 800, 200, 100),
+    )
+}
+
+
+@dataclasses.dataclass
+class FinetuneConfig:
+    """One fine-tuning job; defaults are the original `run_classifier.py` flag defaults."""
+
+    task_name: str
+    data_dir: str
+    output_dir: str
+    spm_model_file: str
+    albert_config_file: str | None = None
+    init_checkpoint: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 512
+    train_step: int = 1000
+    warmup_step: int = 0
+    learning_rate: float = 5e-5
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    optimizer: str = "adamw"
+    save_checkpoints_steps: int = 1000
+    export_dir: str | None = None
+    skip_malformed_rows: bool = False
+    keep_all_checkpoints: bool = False
+    dynamic_padding: bool = True
+    jit_compile: bool = False
+    seed: int = 12345
+    log_every_steps: int = 50
+
+    @property
+    def pad_dynamically(self) -> bool:
+        """Dynamic padding, except under XLA (which would compile every batch width)."""
+        return self.dynamic_padding and not self.jit_compile
+
+    def __post_init__(self):
+        self.task = glue.get_task(self.task_name)
+        for name in (
+            "max_seq_length",
+            "train_step",
+            "train_batch_size",
+            "eval_batch_size",
+            "predict_batch_size",
+            "save_checkpoints_steps",
+            "log_every_steps",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.warmup_step <= self.train_step:
+            raise ValueError(f"warmup_step must be in [0, train_step], got {self.warmup_step}")
+
+
+def read_split(config: FinetuneConfig, split: str) -> glue.GlueSplit:
+    """Reads a split, logging any skipped malformed rows."""
+    result = glue.read_split(
+        config.task, config.data_dir, split, config.do_lower_case, config.skip_malformed_rows
+    )
+    if result.skipped:
+        line, reason = result.skipped[0]
+        logging.warning(
+            "%s: skipped %d malformed rows (first: line %d: %s)",
+            result.path,
+            len(result.skipped),
+            line,
+            reason,
+        )
+    logging.info("%s: %d examples", result.path, len(result.examples))
+    return result
+
+
+def predict_logits(model: keras.Model, dataset: tf.data.Dataset) -> np.ndarray:
+    """Inference-mode logits [N, num_labels] of a classifier over a dataset."""
+    return np.asarray(model.predict(dataset, verbose=0)["logits"])
+
+
+@dataclasses.dataclass
+class GlueDevScorer:
+    """A GLUE task's dev set and metrics, for `CheckpointEvaluator`.
+
+    Args:
+      name: GLUE task name (decides the metrics and the selection key).
+      dataset: dev batches in file order; `labels`: their label ids (scores for STS-B).
+
+    Example:
+      scorer = GlueDevScorer("mrpc", dev_batches, dev_labels)
+      scorer.score(model)["eval_accuracy"]
+    """
+
+    name: str
+    dataset: tf.data.Dataset
+    labels: np.ndarray
+
+    def __post_init__(self):
+        self.labels = np.asarray(self.labels)
+        self.selection_metric = glue_metrics.selection_metric(self.name)
+
+    def score(self, model: keras.Model) -> dict[str, float]:
+        """The task's metrics of `model` on dev (`selection_metric` among them)."""
+        return glue_metrics.task_metrics(
+            self.name, self.labels, predict_logits(model, self.dataset)
+        )
+
+
+class GlueFinetuneTask:
+    """One GLUE job as the fine-tuning loop sees it (`albert_tf.finetuning.task.Task`).
+
+    Args:
+      settings: the job's `FinetuneConfig`.
+      tokenizer: the SentencePiece tokenizer; built from `settings` when not given.
+
+    Example:
+      task = GlueFinetuneTask(FinetuneConfig("mrpc", "glue", "out/mrpc", "30k-clean.model"))
+      loop.run(task, do_train=True, do_eval=True, do_predict=False)
+    """
+
+    def __init__(self, settings: FinetuneConfig, tokenizer: AlbertTokenizer | None = None):
+        self.settings = settings
+        self.name = settings.task.name
+        self._tokenizer = tokenizer
+
+    @property
+    def tokenizer(self) -> AlbertTokenizer:
+        """The job's tokenizer, loaded on first use."""
+        if self._tokenizer is None:
+            self._tokenizer = AlbertTokenizer(
+                self.settings.spm_model_file, do_lower_case=self.settings.do_lower_case
+            )
+        return self._tokenizer
+
+    def build_model(self, albert_config: AlbertConfig) -> AlbertClassifier:
+        """A fresh `AlbertClassifier` for the task."""
+        task = self.settings.task
+        return AlbertClassifier(
+            albert_config, task.num_labels, regression=task.is_regression, seed=self.settings.seed
+        )
+
+    def initialize(self, model: AlbertClassifier, checkpoint: str) -> None:
+        """Pretrained backbone (TF1, `.keras` or a classifier's checkpoint) before training."""
+        initialize_from_checkpoint(model, checkpoint)
+
+    def load(self, model: AlbertClassifier, checkpoint: str) -> None:
+        """Every classifier weight from a TF1-named classifier checkpoint."""
+        load_classifier_checkpoint(model, checkpoint)
+
+    def _encode(self, split: str) -> EncodedSplit:
+        config = self.settings
+        return encode_split(
+            read_split(config, split), config.task, self.tokenizer, config.max_seq_length
+        )
+
+    def _batches(self, encoded: EncodedSplit, batch_size: int, training: bool) -> tf.data.Dataset:
+        config = self.settings
+        return make_dataset(
+            encoded,
+            batch_size,
+            config.max_seq_length,
+            training=training,
+            seed=config.seed,
+            dynamic_padding=config.pad_dynamically,
+        )
+
+    def train_dataset(self) -> tuple[tf.data.Dataset, int]:
+        """Shuffled, repeated training batches and the number of training examples."""
+        split = read_split(self.settings, "train")
+        if not split.examples:
+            raise ValueError(f"{split.path}: no training examples")
+        encoded = encode_split(
+            split, self.settings.task, self.tokenizer, self.settings.max_seq_length
+        )
+        return self._batches(encoded, self.settings.train_batch_size, True), len(encoded.lengths)
+
+    def dev_scorer(self) -> GlueDevScorer:
+        """The dev split, encoded once, as a scorer."""
+        dev = self._encode("dev")
+        return GlueDevScorer(
+            self.name, self._batches(dev, self.settings.eval_batch_size, False), dev.label_ids
+        )
+
+    def check_predict_inputs(self) -> None:
+        """Raises when the test split's file is missing."""
+        glue.task_file(self.settings.task, self.settings.data_dir, "test")
+
+    def predict_inputs(self) -> EncodedSplit:
+        """The test split, encoded."""
+        return self._encode("test")
+
+    def predict(
+        self, model: AlbertClassifier, checkpoint: str, inputs: EncodedSplit
+    ) -> dict[str, str]:
+        """Writes `test_results.tsv` (probabilities) and the GLUE submission file."""
+        config, task = self.settings, self.settings.task
+        outputs = model.predict(self._batches(inputs, config.predict_batch_size, False), verbose=0)
+        probabilities = np.asarray(outputs["probabilities"])
+        if task.is_regression:
+            answers = [str(float(p[0])) for p in probabilities]
+        else:
+            answers = [task.labels[i] for i in probabilities.argmax(axis=-1)]
+        paths = {
+            "probabilities": os.path.join(config.output_dir, "test_results.tsv"),
+            "submission": os.path.join(config.output_dir, task.submission_file),
+        }
+        write_text(
+            paths["probabilities"],
+            "".join("\t".join(str(float(p)) for p in row) + "\n" for row in probabilities),
+        )
+        write_text(
+            paths["submission"],
+            "index\tprediction\n"
+            + "".join(f"{guid}\t{answer}\n" for guid, answer in zip(inputs.guids, answers)),
+        )
+        logging.info(
+            "Wrote %d predictions of %s to %s", len(answers), checkpoint, paths["submission"]
+        )
+        return paths
+
+    def export(self, model: AlbertClassifier, checkpoint: str, albert_config: AlbertConfig) -> str:
+        """Saves `classifier.keras` (+ config, SentencePiece model, `classifier_info.json`) to
+        `export_dir` for `pipelines/export.py --head=classifier`."""
+        config, task = self.settings, self.settings.task
+        os.makedirs(config.export_dir, exist_ok=True)
+        target = os.path.join(config.export_dir, "classifier.keras")
+        with atomic_path(target, suffix=".keras") as staging:
+            model.save(staging)
+        albert_config.to_json_file(os.path.join(config.export_dir, "albert_config.json"))
+        spm_name = os.path.basename(config.spm_model_file)
+        with atomic_path(os.path.join(config.export_dir, spm_name)) as staging:
+            shutil.copyfile(config.spm_model_file, staging)
+        write_json(
+            os.path.join(config.export_dir, "classifier_info.json"),
+            {
+                "model_file": "classifier.keras",
+                "task_name": task.name,
+                "labels": None if task.is_regression else list(task.labels),
+                "regression": task.is_regression,
+                "inputs": {
+                    name: "int32 [batch, seq_length]"
+                    for name in ("input_ids", "input_mask", "segment_ids")
+                },
+                "outputs": {
+                    "logits": f"float32 [batch, {task.num_labels}]",
+                    "probabilities": f"float32 [batch, {task.num_labels}]"
+                    + (" (the score, as the original)" if task.is_regression else " (softmax)"),
+                },
+                "max_seq_length": config.max_seq_length,
+                "do_lower_case": config.do_lower_case,
+                "spm_model_file": spm_name,
+                "albert_config_file": "albert_config.json",
+                "checkpoint": checkpoint,
+            },
+        )
+        logging.info("Exported %s (from %s) to %s", target, checkpoint, config.export_dir)
+        return target
+
+
+def train(
+    config: FinetuneConfig,
+    albert_config: AlbertConfig,
+    tokenizer: AlbertTokenizer | None = None,
+    evaluator: CheckpointEvaluator | None = None,
+) -> list[tuple[int, str]]:
+    """Fine-tunes a GLUE classifier (`loop.train`); returns the saved (step, checkpoint)s."""
+    return loop.train(GlueFinetuneTask(config, tokenizer), albert_config, evaluator)
+
+
+def run(config: FinetuneConfig, do_train: bool, do_eval: bool, do_predict: bool) -> dict:
+    """The original `run_classifier.py` main(): train, evaluate every checkpoint, predict, export."""
+    return loop.run(GlueFinetuneTask(config), do_train, do_eval, do_predict)
