@@ -32,10 +32,11 @@ def json_safe(value):
     return value
 
 
-def write_json(path: str | os.PathLike, value) -> None:
-    """Writes `value` as indented, key-sorted JSON (NaN and infinities as null), atomically."""
+def write_json(path: str | os.PathLike, value, sort_keys: bool = True) -> None:
+    """Writes `value` as indented JSON (NaN and infinities as null), atomically; keys sorted
+    unless `sort_keys=False` keeps the dicts' own order."""
     with atomic_file(path, "w", encoding="utf-8") as f:
-        json.dump(json_safe(value), f, indent=2, sort_keys=True, allow_nan=False)
+        json.dump(json_safe(value), f, indent=2, sort_keys=sort_keys, allow_nan=False)
         f.write("\n")
 
 

@@ -6,12 +6,11 @@ file under a final name; files from an earlier run keep their content until the 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections.abc import Iterator, Sequence
 
-from albert_tf.io import atomic_file, replace_synced
+from albert_tf.io import replace_synced
 
 
 class OutputError(Exception):
@@ -106,16 +105,6 @@ class ShardedWriter:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             self.abort()
-
-
-def write_json_atomically(path: str, payload: dict) -> None:
-    """Writes JSON under a temporary name and renames it."""
-    try:
-        with atomic_file(path, "w", temp=temporary_path(path), encoding="utf-8") as f:
-            json.dump(payload, f, indent=2, sort_keys=False)
-            f.write("\n")
-    except OSError as e:
-        raise OutputError(f"cannot write summary {path}: {e.strerror or e}") from e
 
 
 class ShuffleBuffer:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from albert_tf import records
-from data_prep import corpus, instances, pipeline, writer
+from data_prep import corpus, instances, pipeline, units, writer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 SPM = str(FIXTURES / "albert_spm" / "30k-clean.model")
@@ -189,16 +189,16 @@ def test_failure_mid_run_keeps_previous_outputs_and_leaves_no_partial_file(
     out = tmp_path / "out"
     out.mkdir()
     (out / "train.tfrecord").write_bytes(b"previous run")
-    original = pipeline.BatchProcessor.instance_records
+    original = units.PoolProcessor.instance_records
     calls = []
 
-    def fail_on_second_batch(self, documents, stats):
-        calls.append(len(documents))
+    def fail_on_second_batch(self, pool, stats):
+        calls.append(pool.key)
         if len(calls) == 2:
             raise RuntimeError("disk on fire")
-        return original(self, documents, stats)
+        return original(self, pool, stats)
 
-    monkeypatch.setattr(pipeline.BatchProcessor, "instance_records", fail_on_second_batch)
+    monkeypatch.setattr(units.PoolProcessor, "instance_records", fail_on_second_batch)
     with pytest.raises(RuntimeError, match="disk on fire"):
         pipeline.run(
             _config(

@@ -1,0 +1,172 @@
+"""The runner-independent core of data prep: the job config, seeds, and the unit of work.
+
+The unit of work is a `DocumentPool`: consecutive documents in reading order, grouped by content
+alone (`read_pools`: until they hold `batch_chars` characters) and keyed by its ordinal. A runner
+hands each pool to `PoolProcessor.instance_records`, which yields the pool's framed TFRecord records
+and counts its statistics. The contract every runner relies on:
+
+- A pool's records depend only on the instance settings of the job config (seed, tokenizer, dupe
+  factor, pair and masking settings) and on the pool's documents (global indices and sentences):
+  not on its key, on the pools processed before it, on the process, the runner, the number of
+  workers or the scheduling.
+- Random-document segments (the single-sentence leak, NSP mode) are drawn only from the pool's own
+  documents (those that keep a sentence after tokenization).
+- Each (document, dupe pass) draws from its own `random.Random`, seeded with
+  `derive_seed(random_seed, global document index, dupe pass)`; records come pass by pass, documents
+  in reading order within a pass.
+
+So the records of all pools, in key order, through a `writer.ShuffleBuffer` seeded with
+`derive_seed(random_seed, "shuffle")` and written round-robin, are the same shards whatever produced
+them. This differs from the original, which drew random documents from the whole corpus.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import random
+from collections.abc import Iterator, Sequence
+
+from albert_tf import records
+from data_prep import corpus, instances
+from data_prep.stats import Stats
+
+
+@dataclasses.dataclass(frozen=True)
+class DataPrepConfig:
+    """Everything the job needs; the CLI fills it from flags."""
+
+    input_file: str
+    output_file: str
+    spm_model_file: str
+    do_lower_case: bool = True
+    random_seed: int = 12345
+    dupe_factor: int = 40
+    pair: instances.PairConfig = instances.PairConfig()
+    masking: instances.MaskingConfig = instances.MaskingConfig()
+    corpus: corpus.CorpusConfig = corpus.CorpusConfig()
+    num_workers: int = 1
+    num_output_shards: int = 1
+    shuffle_buffer_size: int = 20_000
+    batch_chars: int = 256 * 1024
+    summary_file: str | None = None
+
+    def __post_init__(self):
+        if self.pair.max_seq_length < 5:
+            raise ValueError(
+                "max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP]), "
+                f"got {self.pair.max_seq_length}"
+            )
+        if self.dupe_factor < 1 or self.num_workers < 1 or self.batch_chars < 1:
+            raise ValueError("dupe_factor, num_workers and batch_chars must be >= 1")
+        if self.masking.max_predictions_per_seq < 1 or self.masking.ngram < 1:
+            raise ValueError("max_predictions_per_seq and ngram must be >= 1")
+
+    def summary_path(self) -> str:
+        """`--summary_file`, else the first output, its .tfrecord(s) extension -> .summary.json."""
+        if self.summary_file:
+            return self.summary_file
+        first = self.output_file.split(",")[0].strip()
+        stem, ext = os.path.splitext(first)
+        return (stem if ext in (".tfrecord", ".tfrecords") else first) + ".summary.json"
+
+
+def derive_seed(*parts: int | str) -> int:
+    """A 128-bit seed from the run seed and a position (document, pass, ...), stable across runs."""
+    return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=16).digest(), "little")
+
+
+@dataclasses.dataclass(frozen=True)
+class DocumentPool:
+    """One unit of work: consecutive documents, which are also its random-document pool.
+
+    Args:
+      key: the pool's ordinal in reading order; runners order output by it, records ignore it.
+      documents: (global document index, raw sentences) per document, in reading order.
+    """
+
+    key: int
+    documents: tuple[tuple[int, tuple[str, ...]], ...]
+
+
+def read_pools(
+    paths: Sequence[str], config: DataPrepConfig, skips: corpus.SkipLog
+) -> Iterator[DocumentPool]:
+    """The pools of the input files in key order, streaming (bad input is counted in `skips`)."""
+    documents = corpus.read_documents(paths, config.corpus, skips)
+    for key, batch in enumerate(corpus.batch_documents(documents, config.batch_chars)):
+        yield DocumentPool(key, tuple((d.index, tuple(d.sentences)) for d in batch))
+
+
+class PoolProcessor:
+    """Turns pools into framed TFRecord records; holds the tokenizer, so build it once per process.
+
+    Args:
+      config: the job config.
+      encode_threads: SentencePiece threads per pool (-1: all); the output does not depend on it.
+    """
+
+    def __init__(self, config: DataPrepConfig, encode_threads: int = -1):
+        from albert_tf.text.tokenization import AlbertTokenizer  # TensorFlow-free
+
+        self.config = config
+        self.encode_threads = encode_threads
+        self.tokenizer = AlbertTokenizer(config.spm_model_file, do_lower_case=config.do_lower_case)
+        tok = self.tokenizer
+        tok.preprocess("\u00e9")  # builds the lazy accent table once, before workers fork
+        pieces = [tok.sp_model.id_to_piece(i) for i in range(tok.vocab_size)]
+        self.word_start = instances.start_piece_table(pieces)
+        self.masker = instances.Masker(
+            config.masking, self.word_start, tok.vocab_size, tok.cls_id, tok.sep_id, tok.mask_id
+        )
+        num_predictions = config.masking.max_predictions_per_seq * (
+            1 + config.masking.do_permutation
+        )
+        self.encoder = records.PretrainingExampleEncoder(
+            config.pair.max_seq_length, num_predictions, tok.vocab_size
+        )
+
+    def tokenize(self, pool: DocumentPool) -> list[tuple[int, list[list[int]]]]:
+        """(index, non-empty token-id sentences) of the documents that keep a sentence."""
+        flat = [s for _, sentences in pool.documents for s in sentences]
+        encoded = self.tokenizer.encode_batch(flat, num_threads=self.encode_threads)
+        out, k = [], 0
+        for index, sentences in pool.documents:
+            ids = [e for e in encoded[k : k + len(sentences)] if e]
+            k += len(sentences)
+            if ids:
+                out.append((index, ids))
+        return out
+
+    def instance_records(self, pool: DocumentPool, stats: Stats) -> Iterator[bytes]:
+        """Framed records of a pool, pass by pass (memory does not grow with dupe_factor); counts
+        into `stats` as it goes."""
+        config = self.config
+        tokenized = self.tokenize(pool)
+        documents = [sentences for _, sentences in tokenized]
+        stats.documents += len(documents)
+        stats.single_sentence_documents += sum(len(d) == 1 for d in documents)
+        stats.sentences += sum(len(d) for d in documents)
+        stats.tokens += sum(len(s) for d in documents for s in d)
+        encode, frame, masker = self.encoder.encode, records.frame_record, self.masker
+        for dupe_pass in range(config.dupe_factor):
+            for position, (doc_index, _) in enumerate(tokenized):
+                rng = random.Random(derive_seed(config.random_seed, doc_index, dupe_pass))
+                pairs, dropped = instances.create_pairs_from_document(
+                    documents, position, config.pair, rng, self.word_start
+                )
+                stats.dropped_one_token_chunks += dropped
+                for pair in pairs:
+                    inst = instances.build_instance(pair, masker, rng)
+                    stats.add_instance(inst, pair.random_document)
+                    yield frame(
+                        encode(
+                            inst.input_ids,
+                            inst.num_segment_a,
+                            inst.token_boundary,
+                            inst.masked_positions,
+                            inst.masked_label_ids,
+                            inst.sop_label,
+                        )
+                    )
