@@ -24,6 +24,9 @@ sys.path.insert(
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
 
+_cli.import_tensorflow_quietly()  # the next line imports it, for --head's choices
+from albert_tf.export.heads import REGISTRY  # noqa: E402
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
     "keras_model", None, "A `.keras` file: AlbertPretrainer, or a classifier (see --head)."
@@ -73,10 +76,8 @@ flags.DEFINE_string(
 flags.DEFINE_enum(
     "head",
     "pretrainer",
-    ["pretrainer", "classifier"],
-    "pretrainer: serves "
-    "sequence/pooled outputs, mlm, sop. classifier: a Keras model returning "
-    "`probabilities`.",
+    list(REGISTRY),
+    " ".join(f"{name}: {spec.summary}" for name, spec in REGISTRY.items()),
 )
 flags.DEFINE_integer("num_verification_examples", 256, "Examples every artifact is checked on.")
 flags.DEFINE_integer(

@@ -1,5 +1,7 @@
-"""Export of the original code's checkpoints (golden outputs), of classifiers, and the CLI."""
+"""Export of the original code's checkpoints (golden outputs), of classifiers, the CLI, and the
+head registry (`albert_tf.export.heads`)."""
 
+import dataclasses
 import json
 import pathlib
 import subprocess
@@ -12,10 +14,12 @@ import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer
-from albert_tf.export import ExportConfig, export_model, load_serving_head
-from albert_tf.export.parity import ParityThresholds
+from albert_tf.export import ExportConfig, export_model, heads, load_serving_head, serving_head
+from albert_tf.export.parity import ParityThresholds, parity_figures
+from albert_tf.export.savedmodel import ServingHead
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.text.tokenization import AlbertTokenizer
+from tests.model_configs import MICRO
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
@@ -250,3 +254,109 @@ def test_cli_exports_a_tf1_checkpoint_and_fails_cleanly_on_bad_flags(tmp_path):
     assert report["verification"]["num_examples"] == 64
     assert report["artifacts"]["saved_model"]["path"] == str(tmp_path / "golden" / "7")
     assert (tmp_path / "golden_tflite" / "7" / "golden_fp32.tflite").is_file()
+
+
+def _scores(model, features):
+    return {"scores": model({k: features[k] for k in INPUTS}, training=False)["scores"]}
+
+
+def _embedding(model, features):
+    return {"embedding": model({k: features[k] for k in INPUTS}, training=False)["embedding"]}
+
+
+def _check_scorer(model):
+    if "scores" not in {layer.name for layer in model.layers}:
+        raise ValueError(f"{model.name} is no scorer: it lacks a `scores` layer")
+
+
+# A head no export module knows: two signatures of its own names, parity on its own outputs.
+SCORER = heads.HeadSpec(
+    name="scorer",
+    summary="made up for the test.",
+    check=_check_scorer,
+    signatures={
+        "serving_default": heads.Signature(INPUTS, ("scores",), _scores),
+        "embed": heads.Signature(INPUTS, ("embedding",), _embedding),
+    },
+    parity=heads.ParityKeys(top1="scores", cosine="embedding"),
+)
+
+
+def scorer_model(config):
+    inputs = {k: keras.Input((None,), dtype="int32", name=k) for k in INPUTS}
+    pooled = AlbertModel(config)(inputs)["pooled_output"]
+    scores = keras.layers.Dense(3, name="scores")(pooled)
+    return keras.Model(inputs, {"scores": scores, "embedding": pooled}, name="scorer_model")
+
+
+def test_every_registered_head_serves_its_parity_outputs_from_backbone_inputs():
+    assert heads.HEADS == tuple(heads.REGISTRY) == ("pretrainer", "classifier")
+    for name, spec in heads.REGISTRY.items():
+        assert spec.name == name
+        assert spec.signatures["serving_default"].inputs == INPUTS
+        served = {o for s in spec.signatures.values() for o in s.outputs}
+        assert {spec.parity.top1, spec.parity.cosine} <= served, name
+    with pytest.raises(ValueError, match=r"parity outputs \['missing'\] are not served"):
+        dataclasses.replace(SCORER, parity=heads.ParityKeys(top1="scores", cosine="missing"))
+    with pytest.raises(ValueError, match="serving_default must take"):
+        dataclasses.replace(SCORER, signatures={"embed": SCORER.signatures["embed"]})
+
+
+def test_a_registered_head_is_checked_served_and_gated_from_its_entry_alone(monkeypatch, tmp_path):
+    keras.utils.set_random_seed(7)
+    config = AlbertConfig(**MICRO, initializer_range=0.2)
+    with pytest.raises(ValueError, match=r"head must be one of \('pretrainer', 'classifier'\)"):
+        serving_head("scorer", scorer_model(config))
+    monkeypatch.setitem(heads.REGISTRY, "scorer", SCORER)
+    with pytest.raises(ValueError, match=r"'classifier', 'scorer'\), got 'ranker'"):
+        ServingHead("ranker", scorer_model(config), config)
+    with pytest.raises(ValueError, match="is no scorer"):
+        serving_head("scorer", AlbertPretrainer(config))
+    model = scorer_model(config)
+    head = serving_head("scorer", model)
+    assert head.signature_inputs == {"serving_default": INPUTS, "embed": INPUTS}
+    report = export_model(
+        head,
+        ExportConfig(
+            output_dir=str(tmp_path),
+            max_seq_length=16,
+            max_predictions_per_seq=4,
+            formats=("saved_model", "tflite_fp32"),
+            latency_runs=2,
+            num_verification_examples=16,
+        ),
+    )
+    assert report["head"] == "scorer"
+    for key in ("saved_model", "tflite_fp32"):
+        figures = report["artifacts"][key]["figures"]
+        assert figures["top1_agreement"] == 1.0 and figures["min_cosine"] > 0.9999, key
+        assert {"max_abs_diff/scores", "max_abs_diff/embedding"} <= set(figures), key
+    signatures = tf.saved_model.load(str(tmp_path / "albert" / "1")).signatures
+    assert sorted(signatures) == ["embed", "serve_examples", "serving_default"]
+    assert list(signatures["embed"].structured_outputs) == ["embedding"]
+    interpreter = Interpreter(
+        model_path=str(tmp_path / "albert_tflite" / "1" / "albert_fp32.tflite")
+    )
+    assert interpreter.get_signature_list() == {
+        "serving_default": {"inputs": sorted(INPUTS), "outputs": ["scores"]},
+        "embed": {"inputs": sorted(INPUTS), "outputs": ["embedding"]},
+    }
+    # Called without keys, parity finds the registered head whose outputs these are.
+    scores = np.array([[1.0, 0.0], [0.0, 1.0]])
+    figures = parity_figures({"scores": scores}, {"scores": scores[::-1]}, np.zeros(0))
+    assert figures["top1_agreement"] == 0.0 and "min_cosine" not in figures
+
+
+def test_a_signature_returning_other_outputs_than_it_declares_is_refused(monkeypatch):
+    config = AlbertConfig(**MICRO, initializer_range=0.2)
+    lying = dataclasses.replace(
+        SCORER,
+        name="lying",
+        signatures={**SCORER.signatures, "embed": heads.Signature(INPUTS, ("embedding",), _scores)},
+    )
+    monkeypatch.setitem(heads.REGISTRY, "lying", lying)
+    head = ServingHead("lying", scorer_model(config), config)
+    features = {k: tf.zeros((1, 4), tf.int32) for k in INPUTS}
+    assert list(head.outputs("serving_default", features)) == ["scores"]
+    with pytest.raises(ValueError, match=r"returned \['scores'\], declares \['embedding'\]"):
+        head.outputs("embed", features)

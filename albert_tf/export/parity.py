@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 
+from albert_tf.export.heads import ParityKeys, parity_keys_of
 from albert_tf.tolerance import FLOAT32_EPS
 
 INT8_VARIANTS = ("tflite_int8_dynamic", "tflite_int8", "tflite_int8_integer_only")
@@ -17,9 +18,9 @@ class ParityThresholds:
 
     SavedModels and the float TFLite variants are held to a max abs diff on every output, per unit
     of that output's scale (`limit * max(1, max |output|)`, see `albert_tf.tolerance`); the int8
-    variants to top-1 agreement (MLM predictions at real masked positions, or the classifier's
-    predicted class) and to the cosine of the pooled output (classifier: probabilities) of every
-    example.
+    variants to top-1 agreement and to the cosine of every example, on the outputs the head's
+    `ParityKeys` name (pretrainer: MLM predictions at real masked positions and the pooled output;
+    classifier: the probabilities for both).
 
     Why each limit:
     - SavedModel, 128 float32 ulps: the traced graph runs the same float32 math as the Keras model,
@@ -36,7 +37,7 @@ class ParityThresholds:
         fp32_relative_diff: `tflite_fp32` limit per unit of output scale.
         fp16_relative_diff: `tflite_fp16` limit per unit of output scale.
         int8_min_top1_agreement: least share of equal argmax predictions for int8 variants.
-        int8_min_cosine: least cosine of any example's pooled output / probabilities.
+        int8_min_cosine: least cosine of any example's `ParityKeys.cosine` output.
 
     Example:
         >>> ParityThresholds(fp32_relative_diff=2e-4)
@@ -59,10 +60,11 @@ def parity_figures(
     reference: dict[str, np.ndarray],
     candidate: dict[str, np.ndarray],
     masked_lm_weights: np.ndarray,
+    keys: ParityKeys | None = None,
 ) -> dict[str, float]:
     """`max_abs_diff/<output>` and `max_abs/<output>` (its scale) for each output, plus
-    `top1_agreement`, `min_cosine` and `mean_cosine` where the outputs have MLM logits, a pooled
-    output or probabilities."""
+    `top1_agreement` and `min_cosine`, `mean_cosine` where `reference` has the outputs `keys` name
+    (None: those of the registered head whose parity outputs `reference` has, if any)."""
     missing = sorted(set(reference) - set(candidate))
     if missing:
         raise KeyError(f"exported outputs lack {missing}; they have {sorted(candidate)}")
@@ -71,16 +73,17 @@ def parity_figures(
         for k in reference
     }
     figures |= {f"max_abs/{k}": float(np.max(np.abs(v), initial=0.0)) for k, v in reference.items()}
-    if "mlm_logits" in reference:
-        real = masked_lm_weights > 0
-        agree = reference["mlm_logits"].argmax(-1) == candidate["mlm_logits"].argmax(-1)
-        figures["top1_agreement"] = float(agree[real].mean())
-    if "probabilities" in reference:
-        agree = reference["probabilities"].argmax(-1) == candidate["probabilities"].argmax(-1)
+    if keys is None:
+        keys = parity_keys_of(reference)
+    if keys is None:
+        return figures
+    if keys.top1 in reference:
+        agree = reference[keys.top1].argmax(-1) == candidate[keys.top1].argmax(-1)
+        if keys.top1_at_masked_positions:
+            agree = agree[masked_lm_weights > 0]
         figures["top1_agreement"] = float(agree.mean())
-    key = next((k for k in ("pooled_output", "probabilities") if k in reference), None)
-    if key is not None:
-        cosines = _cosines(reference[key], candidate[key])
+    if keys.cosine in reference:
+        cosines = _cosines(reference[keys.cosine], candidate[keys.cosine])
         figures["min_cosine"], figures["mean_cosine"] = float(cosines.min()), float(cosines.mean())
     return figures
 

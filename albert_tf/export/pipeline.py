@@ -1,4 +1,4 @@
-"""Export a pretrainer or classifier for TF Serving and TFLite, verified against the Keras model.
+"""Export a model (any head of `heads.REGISTRY`) for TF Serving and TFLite, verified against it.
 
 Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
 
@@ -22,22 +22,24 @@ import shutil
 import tempfile
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from albert_tf.checkpoints.tf1 import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export import data as export_data
+from albert_tf.export.heads import head_spec
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.io import write_json
-from albert_tf.export.savedmodel import HEADS, ServingHead, build_saved_models
+from albert_tf.export.savedmodel import ServingHead, build_saved_models
 from albert_tf.export.tflite import CALIBRATED_VARIANTS, VARIANTS, build_tflite_variants
-from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel
+from albert_tf.modeling.model import AlbertModel
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 from albert_tf.text.tokenization import AlbertTokenizer
 
 FORMATS = ("saved_model", *VARIANTS)
+# `load_tf1_checkpoint` builds an `AlbertPretrainer` from an original pretraining checkpoint.
+TF1_CHECKPOINT_HEAD = "pretrainer"
 # Checked on every export with a tokenizer, whatever the data: empty, accented, digit-comma,
 # quote/whitespace normalisation, and texts far over any max_seq_length (truncated).
 PROBE_TEXTS = [
@@ -136,9 +138,8 @@ def _albert_config_of(model: keras.Model) -> AlbertConfig | None:
 def serving_head(
     kind: str, model: keras.Model, albert_config_file: str | None = None
 ) -> ServingHead:
-    """Wrap `model` as `kind` after checking it has what that head serves (see `ServingHead`)."""
-    if kind not in HEADS:
-        raise ValueError(f"head must be one of {HEADS}, got {kind!r}")
+    """Wrap `model` as `kind` after checking it has what that head serves (see `heads.REGISTRY`)."""
+    spec = head_spec(kind)
     config = _albert_config_of(model)
     if config is None and albert_config_file:
         config = AlbertConfig.from_json_file(albert_config_file)
@@ -147,28 +148,7 @@ def serving_head(
             f"{model.name} holds no AlbertModel to read the ALBERT config from; "
             "give albert_config_file"
         )
-    if kind == "pretrainer":
-        names = {layer.name for layer in model.layers}
-        if not (hasattr(model, "backbone") and {"predictions", "seq_relationship"} <= names):
-            raise ValueError(
-                f"{model.name} ({type(model).__name__}) is not an AlbertPretrainer: "
-                "it lacks the MLM (`predictions`) or SOP (`seq_relationship`) head"
-            )
-        return ServingHead(kind, model, config)
-    requirement = (
-        f"{model.name} is no classifier: called on dict(input_ids, input_mask, "
-        "segment_ids) it must return a dict with `probabilities` [batch, classes]"
-    )
-    try:
-        outputs = model({k: np.zeros((1, 4), np.int32) for k in BACKBONE_INPUTS}, training=False)
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{requirement}; it raised {type(e).__name__}: {e}") from None
-    if (
-        not isinstance(outputs, dict)
-        or "probabilities" not in outputs
-        or len(outputs["probabilities"].shape) != 2
-    ):
-        raise ValueError(requirement)
+    spec.check(model)
     return ServingHead(kind, model, config)
 
 
@@ -178,14 +158,14 @@ def load_serving_head(
     tf1_checkpoint: str | None = None,
     albert_config_file: str | None = None,
 ) -> ServingHead:
-    """The model to export: a `.keras` file (pretrainer or classifier), or an original TF1
+    """The model to export: a `.keras` file (any registered head), or an original TF1
     pretraining checkpoint with its `albert_config.json`."""
     if bool(keras_model) == bool(tf1_checkpoint):
         raise ValueError("give exactly one of keras_model or tf1_checkpoint")
     if tf1_checkpoint:
-        if kind != "pretrainer":
+        if kind != TF1_CHECKPOINT_HEAD:
             raise ValueError(
-                "a TF1 checkpoint exports as head=pretrainer; export fine-tuned "
+                f"a TF1 checkpoint exports as head={TF1_CHECKPOINT_HEAD}; export fine-tuned "
                 "classifiers from their .keras file"
             )
         if not albert_config_file:

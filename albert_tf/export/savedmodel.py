@@ -1,10 +1,11 @@
 """SavedModels for TF Serving: token ids in (stock TF ops only), and text in (needs tf-text ops).
 
-The ids model has signatures `serving_default` (`input_ids`, `input_mask`, `segment_ids` int32
-[batch, seq] -> the head's outputs), `mlm` (+ `masked_lm_positions` -> `mlm_logits`) and `sop`
-(-> `sop_logits`) for a pretrainer, and `serve_examples` (a batch of serialized `tf.Example`s with
-the three features as int64 [max_seq_length], the original schema). Inputs are checked in-graph,
-so a bad request fails with a message naming the input instead of returning garbage.
+The ids model has the signatures of its head (`heads.REGISTRY`): `serving_default` (`input_ids`,
+`input_mask`, `segment_ids` int32 [batch, seq] -> the head's outputs) and, for a pretrainer, `mlm`
+(+ `masked_lm_positions` -> `mlm_logits`) and `sop` (-> `sop_logits`); and `serve_examples` (a
+batch of serialized `tf.Example`s with the three features as int64 [max_seq_length], the original
+schema). Inputs are checked in-graph, so a bad request fails with a message naming the input
+instead of returning garbage.
 
 The text models wrap `AlbertPreprocessingLayer` (tensorflow-text ops, which stock TF Serving lacks):
 a preprocessing model (strings -> the three id tensors) and an end-to-end model (strings -> the
@@ -24,64 +25,48 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf import records
 from albert_tf.config import AlbertConfig
+from albert_tf.export.heads import POSITIONS, HeadSpec, head_spec
 from albert_tf.export.parity import ParityThresholds, merge_figures, parity_failures, parity_figures
 from albert_tf.modeling.model import BACKBONE_INPUTS
 from albert_tf.training.input_pipeline import feature_spec
 
-HEADS = ("pretrainer", "classifier")
-POSITIONS = "masked_lm_positions"
-
 
 @dataclasses.dataclass
 class ServingHead:
-    """The Keras model an export serves, and what each signature returns.
+    """The Keras model an export serves, as the registered head `kind` (`heads.REGISTRY`).
 
-    `pretrainer`: an `AlbertPretrainer`; `serving_default` returns `sequence_output` and
-    `pooled_output`, `mlm` returns `mlm_logits` [B, P, V], `sop` returns `sop_logits` [B, 2].
-    `classifier`: any Keras model called on a dict of the three int32 [B, T] inputs that returns a
-    dict holding `probabilities` [B, C] (e.g. `AlbertClassifier`); `serving_default` returns it.
+    Args:
+        kind: a registered head kind; its `HeadSpec` says what each signature returns.
+        model: the Keras model (checked for the head by `pipeline.serving_head`).
+        config: the ALBERT config of its backbone.
     """
 
     kind: str
     model: keras.Model
     config: AlbertConfig
+    spec: HeadSpec = dataclasses.field(init=False, repr=False)
 
     def __post_init__(self):
-        if self.kind not in HEADS:
-            raise ValueError(f"head must be one of {HEADS}, got {self.kind!r}")
+        self.spec = head_spec(self.kind)
 
     @property
     def signature_inputs(self) -> dict[str, tuple[str, ...]]:
         """Input names of each model signature (`serve_examples` aside)."""
-        if self.kind == "classifier":
-            return {"serving_default": BACKBONE_INPUTS}
-        return {
-            "serving_default": BACKBONE_INPUTS,
-            "mlm": (*BACKBONE_INPUTS, POSITIONS),
-            "sop": BACKBONE_INPUTS,
-        }
+        return {name: signature.inputs for name, signature in self.spec.signatures.items()}
 
     def outputs(self, signature: str, features: dict) -> dict:
         """The outputs of `signature` on a dict of int32 input tensors (inference mode)."""
-        backbone_features = {k: features[k] for k in BACKBONE_INPUTS}
-        if self.kind == "classifier":
-            return {"probabilities": self.model(backbone_features, training=False)["probabilities"]}
-        encoded = self.model.backbone(backbone_features, training=False)
-        if signature == "serving_default":
-            return {
-                "sequence_output": encoded["sequence_output"],
-                "pooled_output": encoded["pooled_output"],
-            }
-        if signature == "mlm":
-            return {
-                "mlm_logits": self.model.get_layer("predictions")(
-                    encoded["sequence_output"], features[POSITIONS]
-                )
-            }
-        if signature == "sop":
-            sop = self.model.get_layer("seq_relationship")
-            return {"sop_logits": sop(encoded["pooled_output"])}
-        raise KeyError(f"no signature {signature!r} for head {self.kind!r}")
+        if signature not in self.spec.signatures:
+            raise KeyError(f"no signature {signature!r} for head {self.kind!r}")
+        declared = self.spec.signatures[signature]
+        outputs = declared.call(self.model, features)
+        # The spec's declared outputs are what its parity keys are checked against.
+        if set(outputs) != set(declared.outputs):
+            raise ValueError(
+                f"head {self.kind!r} signature {signature!r} returned {sorted(outputs)}, "
+                f"declares {sorted(declared.outputs)}"
+            )
+        return outputs
 
     def keras_outputs(
         self, examples: dict[str, np.ndarray], signature: str, batch_size: int = 32
@@ -284,9 +269,11 @@ def verify_ids_model(
 ) -> dict:
     """Reload the ids SavedModel and compare every signature with the Keras model's `reference`."""
     loaded = tf.saved_model.load(path)
-    weights = examples["masked_lm_weights"]
+    weights, keys = examples["masked_lm_weights"], head.spec.parity
     figures = [
-        parity_figures(reference[name], _batched(loaded.signatures[name], examples, names), weights)
+        parity_figures(
+            reference[name], _batched(loaded.signatures[name], examples, names), weights, keys
+        )
         for name, names in head.signature_inputs.items()
     ]
     serialized = {"examples": serialize_examples(examples)}
@@ -295,6 +282,7 @@ def verify_ids_model(
             reference["serving_default"],
             _batched(loaded.signatures["serve_examples"], serialized, ("examples",)),
             weights,
+            keys,
         )
     )
     figures = merge_figures(figures)
@@ -349,7 +337,12 @@ def verify_text_models(
             )
         outputs = _batched(text_model.signatures[signature], inputs, tuple(inputs))
         text_figures.append(
-            parity_figures(head.keras_outputs(expected, "serving_default"), outputs, np.zeros(0))
+            parity_figures(
+                head.keras_outputs(expected, "serving_default"),
+                outputs,
+                np.zeros(0),
+                head.spec.parity,
+            )
         )
     text_figures = merge_figures(text_figures)
     return {

@@ -28,13 +28,9 @@ from ai_edge_litert.interpreter import Interpreter
 # public options have no per-op switch.
 from tensorflow.lite.python import convert as lite_convert
 
+from albert_tf.export.heads import POSITIONS
 from albert_tf.export.parity import ParityThresholds, merge_figures, parity_failures, parity_figures
-from albert_tf.export.savedmodel import (
-    POSITIONS,
-    ServingHead,
-    save_with_signatures,
-    signature_function,
-)
+from albert_tf.export.savedmodel import ServingHead, save_with_signatures, signature_function
 from albert_tf.export.tied_table import share_tied_embedding_table
 from albert_tf.modeling import layers
 from albert_tf.modeling.model import BACKBONE_INPUTS
@@ -268,7 +264,7 @@ def build_tflite_variants(
             *source(variant),
             variant,
             representative_dataset(head, calibration) if variant in CALIBRATED_VARIANTS else None,
-            shared_weights="mlm" in head.signature_inputs,
+            shared_weights=head.spec.shares_embedding_table,
         )
         failures = [f"non-builtin ops: {ops}"] if (ops := non_builtin_ops(model)) else []
         interpreter = Interpreter(model_content=model)
@@ -278,6 +274,7 @@ def build_tflite_variants(
                     reference[name],
                     run_signature(interpreter, name, examples, names),
                     examples["masked_lm_weights"],
+                    head.spec.parity,
                 )
                 for name, names in head.signature_inputs.items()
             ]

@@ -1,0 +1,188 @@
+"""The head kinds an export serves: one `HeadSpec` each, by name in `REGISTRY`.
+
+A spec holds everything the export does differently per head: how a Keras model is checked for
+it, the signatures it serves (inputs, outputs, and how the model computes them), and which outputs
+the int8 parity gates read. `ServingHead`, `serving_head`, the parity figures and the TFLite
+conversion look the spec up; a new head is one more entry here (and its model).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+
+import keras
+import numpy as np
+
+from albert_tf.modeling.model import BACKBONE_INPUTS
+
+POSITIONS = "masked_lm_positions"
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """One signature of a head.
+
+    Args:
+        inputs: its int32 [batch, ...] input names.
+        outputs: the names of the tensors it returns.
+        call: (Keras model, {input name: tensor}) -> {output name: tensor}, in inference mode.
+    """
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    call: Callable[[keras.Model, dict], dict]
+
+
+@dataclasses.dataclass(frozen=True)
+class ParityKeys:
+    """The outputs the int8 gates read (`parity.parity_figures`).
+
+    Args:
+        top1: output whose argmax (last axis) an export must reproduce (`top1_agreement`).
+        cosine: output whose per-example cosine is measured (`min_cosine`, `mean_cosine`).
+        top1_at_masked_positions: count `top1` only where `masked_lm_weights` > 0 (MLM logits at
+            padded prediction slots are meaningless).
+    """
+
+    top1: str
+    cosine: str
+    top1_at_masked_positions: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class HeadSpec:
+    """Everything the export does differently for one head kind.
+
+    Args:
+        name: the head kind (`--head`, the report's `head`).
+        summary: what it serves, for `--head`'s help.
+        check: raises ValueError, naming what is missing, unless a Keras model can serve the head.
+        signatures: {name: `Signature`}, in conversion order; `serving_default` takes exactly the
+            backbone's inputs (`serve_examples` and the text models feed it those).
+        parity: the outputs the int8 gates read; each is returned by some signature.
+        shares_embedding_table: a dense layer reads the word-embedding table too (the MLM
+            decoder): the int8 variants then share one int8 copy (`tflite.convert`).
+    """
+
+    name: str
+    summary: str
+    check: Callable[[keras.Model], None]
+    signatures: Mapping[str, Signature]
+    parity: ParityKeys
+    shares_embedding_table: bool = False
+
+    def __post_init__(self):
+        default = self.signatures.get("serving_default")
+        if default is None or default.inputs != BACKBONE_INPUTS:
+            raise ValueError(f"head {self.name!r}: serving_default must take {BACKBONE_INPUTS}")
+        returned = {o for s in self.signatures.values() for o in s.outputs}
+        missing = {self.parity.top1, self.parity.cosine} - returned
+        if missing:
+            raise ValueError(f"head {self.name!r}: parity outputs {sorted(missing)} are not served")
+
+
+def _encoded(model: keras.Model, features: dict) -> dict:
+    return model.backbone({k: features[k] for k in BACKBONE_INPUTS}, training=False)
+
+
+def _check_pretrainer(model: keras.Model) -> None:
+    names = {layer.name for layer in model.layers}
+    if not (hasattr(model, "backbone") and {"predictions", "seq_relationship"} <= names):
+        raise ValueError(
+            f"{model.name} ({type(model).__name__}) is not an AlbertPretrainer: "
+            "it lacks the MLM (`predictions`) or SOP (`seq_relationship`) head"
+        )
+
+
+def _pretrainer_default(model: keras.Model, features: dict) -> dict:
+    encoded = _encoded(model, features)
+    return {
+        "sequence_output": encoded["sequence_output"],
+        "pooled_output": encoded["pooled_output"],
+    }
+
+
+def _pretrainer_mlm(model: keras.Model, features: dict) -> dict:
+    encoded = _encoded(model, features)
+    return {
+        "mlm_logits": model.get_layer("predictions")(
+            encoded["sequence_output"], features[POSITIONS]
+        )
+    }
+
+
+def _pretrainer_sop(model: keras.Model, features: dict) -> dict:
+    encoded = _encoded(model, features)
+    return {"sop_logits": model.get_layer("seq_relationship")(encoded["pooled_output"])}
+
+
+# An `AlbertPretrainer`: `mlm_logits` [B, P, V] at `masked_lm_positions`, `sop_logits` [B, 2].
+PRETRAINER = HeadSpec(
+    name="pretrainer",
+    summary="serves sequence/pooled outputs, mlm, sop.",
+    check=_check_pretrainer,
+    signatures={
+        "serving_default": Signature(
+            BACKBONE_INPUTS, ("sequence_output", "pooled_output"), _pretrainer_default
+        ),
+        "mlm": Signature((*BACKBONE_INPUTS, POSITIONS), ("mlm_logits",), _pretrainer_mlm),
+        "sop": Signature(BACKBONE_INPUTS, ("sop_logits",), _pretrainer_sop),
+    },
+    parity=ParityKeys(top1="mlm_logits", cosine="pooled_output", top1_at_masked_positions=True),
+    shares_embedding_table=True,
+)
+
+
+def _check_classifier(model: keras.Model) -> None:
+    requirement = (
+        f"{model.name} is no classifier: called on dict(input_ids, input_mask, "
+        "segment_ids) it must return a dict with `probabilities` [batch, classes]"
+    )
+    try:
+        outputs = model({k: np.zeros((1, 4), np.int32) for k in BACKBONE_INPUTS}, training=False)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{requirement}; it raised {type(e).__name__}: {e}") from None
+    if (
+        not isinstance(outputs, dict)
+        or "probabilities" not in outputs
+        or len(outputs["probabilities"].shape) != 2
+    ):
+        raise ValueError(requirement)
+
+
+def _classifier_default(model: keras.Model, features: dict) -> dict:
+    backbone_features = {k: features[k] for k in BACKBONE_INPUTS}
+    return {"probabilities": model(backbone_features, training=False)["probabilities"]}
+
+
+# Any Keras model called on a dict of the three int32 [B, T] inputs that returns a dict holding
+# `probabilities` [B, C] (e.g. `AlbertClassifier`).
+CLASSIFIER = HeadSpec(
+    name="classifier",
+    summary="a Keras model returning `probabilities`.",
+    check=_check_classifier,
+    signatures={
+        "serving_default": Signature(BACKBONE_INPUTS, ("probabilities",), _classifier_default)
+    },
+    parity=ParityKeys(top1="probabilities", cosine="probabilities"),
+)
+
+REGISTRY: dict[str, HeadSpec] = {spec.name: spec for spec in (PRETRAINER, CLASSIFIER)}
+HEADS = tuple(REGISTRY)  # the kinds registered here (`--head`'s choices)
+
+
+def head_spec(kind: str) -> HeadSpec:
+    """The registered spec of `kind`; ValueError naming the registered kinds otherwise."""
+    if kind not in REGISTRY:
+        raise ValueError(f"head must be one of {tuple(REGISTRY)}, got {kind!r}")
+    return REGISTRY[kind]
+
+
+def parity_keys_of(outputs) -> ParityKeys | None:
+    """The parity keys of the registered heads whose parity outputs are among `outputs` (names);
+    None if there are none. ValueError if such heads disagree on them."""
+    found = {s.parity for s in REGISTRY.values() if {s.parity.top1, s.parity.cosine} & set(outputs)}
+    if len(found) > 1:
+        raise ValueError(f"outputs {sorted(outputs)} fit several heads' parity keys: {found}")
+    return next(iter(found), None)
