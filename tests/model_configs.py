@@ -30,3 +30,7 @@ MICRO = dict(
     intermediate_size=32,
     max_position_embeddings=16,
 )
+
+# MICRO with two groups, only attention shared: the unshared FFNs get per-layer (`layer_{l}`)
+# names beside the shared (`group_{g}`) ones.
+MICRO_PARTLY_SHARED = dict(MICRO, num_hidden_groups=2, sharing="attention")

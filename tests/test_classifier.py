@@ -23,6 +23,8 @@ from albert_tf.checkpoints.classifier import (
 )
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.training.optimization import uses_weight_decay
+from tests.contracts import model_inputs, original_tf1_names, run_model_contract_test
+from tests.model_configs import MICRO
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
@@ -155,6 +157,24 @@ def test_keras_file_loads_in_safe_mode(tmp_path):
     assert loaded.get_config() == model.get_config()
     assert_close_to_scale(
         loaded(inputs)["probabilities"], model(inputs)["probabilities"], SAME_MODEL
+    )
+
+
+@pytest.mark.parametrize(
+    "head_kwargs",
+    [dict(num_labels=3, seed=1), dict(num_labels=1, regression=True)],
+    ids=["classification", "regression"],
+)
+def test_classifier_keeps_the_model_contract(head_kwargs):
+    config = AlbertConfig(**MICRO)
+    labels = head_kwargs["num_labels"]
+    run_model_contract_test(
+        AlbertClassifier,
+        {"config": config, **head_kwargs},
+        model_inputs(config),
+        expected_tf1_names=original_tf1_names(config, "classifier"),
+        tf1_loader=load_classifier_checkpoint,
+        expected_output_shapes={"logits": (2, labels), "probabilities": (2, labels)},
     )
 
 

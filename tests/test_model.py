@@ -9,6 +9,8 @@ import tensorflow as tf
 
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer
 from albert_tf.modeling.model import encoder_routing, masked_lm_loss, sentence_order_loss
+from tests.contracts import model_inputs, original_tf1_names, run_model_contract_test
+from tests.model_configs import MICRO, MICRO_PARTLY_SHARED
 from tests.tolerances import FEW_OPS, SAME_MODEL, assert_close_to_scale
 
 
@@ -183,20 +185,32 @@ def test_dropout_only_in_training():
 
 
 @pytest.mark.numerics
-def test_config_and_keras_file_round_trip(tmp_path):
-    config = AlbertConfig(**TINY, num_hidden_groups=2, sharing="attention")
-    model = AlbertPretrainer(config)
-    clone = AlbertPretrainer.from_config(model.get_config())
-    assert clone.config == config and clone.get_config() == model.get_config()
-    assert [v.path for v in clone.weights] == [v.path for v in model.weights]
-    batch = pretraining_batch(config)
-    model.save(tmp_path / "m.keras")
-    loaded = keras.saving.load_model(tmp_path / "m.keras", safe_mode=True)
-    assert isinstance(loaded, AlbertPretrainer) and loaded.config == config
-    for key in ("sequence_output", "mlm_logits", "sop_logits"):
-        assert_close_to_scale(loaded(batch)[key], model(batch)[key], SAME_MODEL)
-    backbone = AlbertModel.from_config(model.backbone.get_config())
-    assert backbone.count_params() == model.backbone.count_params()
+def test_backbone_keeps_the_model_contract():
+    config = AlbertConfig(**MICRO)
+    run_model_contract_test(
+        AlbertModel,
+        {"config": config},
+        model_inputs(config),
+        expected_tf1_names=original_tf1_names(config),
+        expected_output_shapes={"sequence_output": (2, 8, 16), "pooled_output": (2, 16)},
+    )
+
+
+@pytest.mark.numerics
+def test_pretrainer_keeps_the_model_contract():
+    config = AlbertConfig(**MICRO_PARTLY_SHARED)
+    run_model_contract_test(
+        AlbertPretrainer,
+        {"config": config},
+        model_inputs(config, masked_positions=3),
+        expected_tf1_names=original_tf1_names(config, "pretraining"),
+        expected_output_shapes={
+            "sequence_output": (2, 8, 16),
+            "pooled_output": (2, 16),
+            "mlm_logits": (2, 3, 50),
+            "sop_logits": (2, 2),
+        },
+    )
 
 
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])

@@ -7,14 +7,13 @@ from albert_tf import AlbertConfig
 from albert_tf.checkpoints import (
     TF1_NAME_RULES,
     CheckpointMismatchError,
-    assign_tf1_weights,
+    assign_tf1_checkpoint,
     check_weights,
     head_tf1_names,
-    read_tf1_checkpoint,
-    save_tf1_checkpoint,
     tf1_variable_map,
 )
 from albert_tf.modeling.heads.classifier import AlbertClassifier
+from tests.contracts import check_tf1_round_trip, model_inputs, original_tf1_names
 from tests.model_configs import MICRO
 
 TINY = AlbertConfig(**MICRO)
@@ -44,14 +43,15 @@ def test_classifier_head_names_come_from_its_class():
 
 def test_a_new_head_round_trips_under_its_own_names(tmp_path):
     model = _built(_RenamedHeadClassifier)
-    assert head_tf1_names(model) == {"cls/new_task/output_weights", "cls/new_task/output_bias"}
-    prefix = save_tf1_checkpoint(model, tmp_path / "model.ckpt")
-    tensors = read_tf1_checkpoint(prefix)
-    assert "cls/new_task/output_weights" in tensors and "output_weights" not in tensors
+    head = {"cls/new_task/output_weights", "cls/new_task/output_bias"}
+    assert head_tf1_names(model) == head
+    # Exactly the backbone's names and the head's new ones: no `output_weights` left.
+    expected = original_tf1_names(TINY) | head
+    inputs = model_inputs(TINY)
     clone = _built(_RenamedHeadClassifier)
-    assign_tf1_weights(clone, tensors, prefix)
-    for a, b in zip(model.weights, clone.weights):
-        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    check_tf1_round_trip(
+        model, clone, inputs, tmp_path / "model.ckpt", expected, assign_tf1_checkpoint
+    )
 
 
 def test_check_weights_lists_missing_unexpected_and_mismatched():

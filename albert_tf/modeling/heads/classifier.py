@@ -88,6 +88,7 @@ class AlbertClassifier(ConfiguredModel):
         **kwargs,
     ):
         config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
+        num_labels = int(num_labels)  # a numpy integer would make `get_config` non-JSON
         if regression and num_labels != 1:
             raise ValueError(f"regression takes num_labels=1, got {num_labels}")
         if num_labels < 1:
