@@ -18,6 +18,7 @@ from albert_tf.checkpoints import (
     tf1_variable_map,
 )
 from tests.contracts import check_tf1_names, original_tf1_names
+from tests.model_configs import MICRO
 from tests.tolerances import GOLDEN, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
@@ -71,16 +72,7 @@ def test_name_table_gives_exactly_the_original_variables(folder):
 @pytest.mark.parametrize("sharing", ["all", "attention", "ffn", "none"])
 def test_name_table_covers_every_variable_of_every_sharing_mode(sharing):
     config = AlbertConfig(
-        vocab_size=50,
-        embedding_size=8,
-        hidden_size=16,
-        num_hidden_layers=3,
-        num_hidden_groups=2,
-        inner_group_num=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-        sharing=sharing,
+        **dict(MICRO, num_hidden_layers=3), num_hidden_groups=2, inner_group_num=2, sharing=sharing
     )
     check_tf1_names(AlbertPretrainer(config), original_tf1_names(config, "pretraining"))
 

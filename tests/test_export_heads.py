@@ -19,7 +19,7 @@ from albert_tf.export.parity import ParityThresholds, parity_figures
 from albert_tf.export.savedmodel import ServingHead
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.text.tokenization import AlbertTokenizer
-from tests.model_configs import MICRO
+from tests.model_configs import CLASSIFIER_TINY, MICRO
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
@@ -154,14 +154,7 @@ def test_text_classifier_takes_sentence_pairs(tmp_path):
 
     keras.utils.set_random_seed(6)
     config = AlbertConfig(
-        vocab_size=30000,
-        embedding_size=16,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-        initializer_range=0.2,
+        **dict(CLASSIFIER_TINY, num_hidden_layers=1, intermediate_size=32), initializer_range=0.2
     )
     model = AlbertClassifier(config, num_labels=3)
     model.save(tmp_path / "mnli.keras")

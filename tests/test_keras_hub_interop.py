@@ -65,15 +65,7 @@ def test_to_and_from_keras_hub_keep_outputs(folder):
 
 
 def test_equal_widths_use_an_identity_projection():
-    config = AlbertConfig(
-        vocab_size=50,
-        embedding_size=16,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-    )
+    config = AlbertConfig(**dict(MICRO, embedding_size=16))
     model = AlbertModel(config)
     hub = to_keras_hub(model)
     inputs = {

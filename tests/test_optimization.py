@@ -22,6 +22,7 @@ from albert_tf.training.optimization import (
     uses_weight_decay,
 )
 from albert_tf.tolerance import FLOAT32_EPS, scaled_limit
+from tests.model_configs import MICRO
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
 pytestmark = pytest.mark.numerics
@@ -425,16 +426,7 @@ def test_exactly_layernorm_parameters_and_biases_of_the_pretrainer_are_excluded(
     from albert_tf import AlbertConfig, AlbertPretrainer
     from albert_tf.checkpoints import tf1_name
 
-    config = AlbertConfig(
-        vocab_size=50,
-        embedding_size=8,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_hidden_groups=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-    )
+    config = AlbertConfig(**MICRO, num_hidden_groups=2)
     model = AlbertPretrainer(config)
     excluded = sorted(tf1_name(path) for path in excluded_from_weight_decay(model.weights))
     print("\nexcluded from weight decay and trust ratio:\n  " + "\n  ".join(excluded))
