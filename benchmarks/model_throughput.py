@@ -31,6 +31,7 @@ import tensorflow as tf
 from absl import app, flags
 
 from albert_tf import AlbertConfig, AlbertPretrainer
+from albert_tf.checkpoints.keras_hub import keras_hub_backbone
 from albert_tf.training.optimization import create_optimizer
 from benchmarks.matmul_reference import MatmulRate, MatmulSkeleton, training_flops
 
@@ -106,16 +107,7 @@ def ours(c, arrays):
 
 
 def keras_hubs(c, arrays):
-    backbone = keras_hub.models.AlbertBackbone(
-        vocabulary_size=c.vocab_size,
-        num_layers=c.num_hidden_layers,
-        num_heads=c.num_attention_heads,
-        embedding_dim=c.embedding_size,
-        hidden_dim=c.hidden_size,
-        intermediate_dim=c.intermediate_size,
-        max_sequence_length=c.max_position_embeddings,
-    )
-    model = keras_hub.models.AlbertMaskedLM(backbone, preprocessor=None)
+    model = keras_hub.models.AlbertMaskedLM(keras_hub_backbone(c), preprocessor=None)
     model.compile(
         optimizer=create_optimizer(1e-4, 1000, 10),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -70,12 +70,10 @@ def _check_expressible(config: AlbertConfig) -> None:
         )
 
 
-def to_keras_hub(model: AlbertModel) -> keras_hub.models.AlbertBackbone:
-    """A `keras_hub.models.AlbertBackbone` with `model`'s weights (inputs renamed by keras-hub:
-    `token_ids`, `padding_mask`, `segment_ids`)."""
-    c = model.config
+def keras_hub_backbone(c: AlbertConfig) -> keras_hub.models.AlbertBackbone:
+    """A freshly initialised `keras_hub.models.AlbertBackbone` of the same shape as config `c`."""
     _check_expressible(c)
-    backbone = keras_hub.models.AlbertBackbone(
+    return keras_hub.models.AlbertBackbone(
         vocabulary_size=c.vocab_size,
         num_layers=c.num_hidden_layers,
         num_heads=c.num_attention_heads,
@@ -88,6 +86,13 @@ def to_keras_hub(model: AlbertModel) -> keras_hub.models.AlbertBackbone:
         max_sequence_length=c.max_position_embeddings,
         num_segments=c.type_vocab_size,
     )
+
+
+def to_keras_hub(model: AlbertModel) -> keras_hub.models.AlbertBackbone:
+    """A `keras_hub.models.AlbertBackbone` with `model`'s weights (inputs renamed by keras-hub:
+    `token_ids`, `padding_mask`, `segment_ids`)."""
+    c = model.config
+    backbone = keras_hub_backbone(c)
     targets = {v.path: v for v in backbone.weights}
     assigned = set()
     for variable in model.weights:
