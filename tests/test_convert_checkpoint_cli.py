@@ -43,3 +43,21 @@ def test_cli_refuses_ambiguous_or_incomplete_flags(tmp_path):
     assert result.returncode != 0 and "--albert_config_file" in result.stderr
     result = run_cli(f"--output={tmp_path}/x.keras")
     assert result.returncode != 0 and "exactly one" in result.stderr
+
+
+def test_a_classifier_keras_file_converts_to_tf1_names(tmp_path):
+    from albert_tf import AlbertConfig
+    from albert_tf.modeling.heads.classifier import AlbertClassifier
+    from tests.contracts import original_tf1_names
+    from tests.model_configs import MICRO
+
+    config = AlbertConfig(**MICRO)
+    model = AlbertClassifier(config, num_labels=3)
+    model.save(tmp_path / "classifier.keras")
+    result = run_cli(f"--keras_model={tmp_path / 'classifier.keras'}", f"--output={tmp_path}/c/m")
+    assert result.returncode == 0, result.stderr
+    written = read_tf1_checkpoint(tmp_path / "c")
+    assert set(written) - {"global_step"} == set(original_tf1_names(config, "classifier"))
+    np.testing.assert_array_equal(
+        written["output_weights"], model.get_layer("classifier").output_weights.numpy()
+    )
