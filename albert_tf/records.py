@@ -30,6 +30,10 @@ LABEL_FEATURE = "next_sentence_labels"
 # Schema order of the original `write_instance_to_example_files` (dtype int64 unless listed in FLOAT_FEATURES).
 FEATURE_NAMES = (*SEQ_FEATURES, *PRED_FEATURES, LABEL_FEATURE)
 FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+# Unmasked SOP instances, masked afresh each time training reads them (`masking=dynamic`): the
+# sequence features hold the original ids, and `token_boundary` (the start-piece flag, 1 for
+# [CLS]/[SEP]) is all the masker needs; a record without `masked_lm_positions` is one of these.
+UNMASKED_FEATURE_NAMES = (*SEQ_FEATURES, LABEL_FEATURE)
 # The order in which the original file holds the map entries on disk (the TF1 C++ protobuf map order).
 # We write the same order so that equal values give byte-identical records.
 WIRE_ORDER = (
