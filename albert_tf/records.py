@@ -263,13 +263,28 @@ class PretrainingExampleEncoder:
     Args:
       max_seq_length: length of input_ids / input_mask / segment_ids / token_boundary.
       num_predictions: length of the masked_lm_* arrays (max_predictions_per_seq, doubled with
-        do_permutation as in the original).
+        do_permutation as in the original); unused for the unmasked schema.
       max_id: largest id or position that will be encoded (sizes a varint lookup table).
+      names: the schema written: `FEATURE_NAMES` (masked instances) or `UNMASKED_FEATURE_NAMES`.
+
+    Example:
+      encoder = PretrainingExampleEncoder(128, 20, max_id=30000)
+      data = encoder.encode([2, 10, 3, 11, 3], 3, [1, 1, 1, 1, 1], [1], [10], sop_label=0)
     """
 
-    def __init__(self, max_seq_length: int, num_predictions: int, max_id: int):
+    def __init__(
+        self,
+        max_seq_length: int,
+        num_predictions: int,
+        max_id: int,
+        names: Sequence[str] = FEATURE_NAMES,
+    ):
+        if set(names) not in (set(FEATURE_NAMES), set(UNMASKED_FEATURE_NAMES)):
+            raise ValueError(f"names must be {FEATURE_NAMES} or {UNMASKED_FEATURE_NAMES}")
         self.max_seq_length = max_seq_length
         self.num_predictions = num_predictions
+        self.masked = PRED_FEATURES[0] in names
+        self._wire_order = tuple(n for n in WIRE_ORDER if n in names)
         self._varints = [varint(i) for i in range(max(max_id, max_seq_length) + 1)]
         # Everything before a feature's packed values depends only on (name, payload length): cache it.
         self._prefixes: dict[tuple[str, int], bytes] = {}
@@ -297,36 +312,42 @@ class PretrainingExampleEncoder:
           input_ids: the real tokens `[CLS] A [SEP] B [SEP]` after masking (unpadded).
           num_segment_a: number of leading positions with segment id 0 (`len(A) + 2`).
           token_boundary: 0/1 per real token.
-          masked_positions, masked_label_ids: the predictions, sorted by position (unpadded).
+          masked_positions, masked_label_ids: the predictions, sorted by position (unpadded);
+            empty for the unmasked schema.
           sop_label: 1 for swapped or random-document B, 0 for natural order.
         """
         length = len(input_ids)
         pad = self.max_seq_length - length
         if pad < 0:
             raise ValueError(f"{length} tokens exceed max_seq_length={self.max_seq_length}")
-        num_pred = len(masked_positions)
-        pred_pad = self.num_predictions - num_pred
-        if pred_pad < 0:
-            raise ValueError(f"{num_pred} predictions exceed {self.num_predictions}")
         table = self._varints
         zeros = b"\x00" * pad
-        pred_zeros = b"\x00" * pred_pad
-        payloads = (  # in WIRE_ORDER
-            b"\x01" if sop_label else b"\x00",
-            b"".join([table[v] for v in masked_label_ids]) + pred_zeros,
-            b"\x00" * num_segment_a + b"\x01" * (length - num_segment_a) + zeros,
-            b"".join([table[v] for v in masked_positions]) + pred_zeros,
-            b"".join([table[v] for v in input_ids]) + zeros,
-            b"\x01" * length + zeros,
-            _FLOAT_ONE * num_pred + _FLOAT_ZERO * pred_pad,
-            bytes(token_boundary) + zeros,  # 0/1 are one-byte varints
-        )
+        payloads = {  # 0 and 1 are one-byte varints
+            "next_sentence_labels": b"\x01" if sop_label else b"\x00",
+            "segment_ids": b"\x00" * num_segment_a + b"\x01" * (length - num_segment_a) + zeros,
+            "input_ids": b"".join([table[v] for v in input_ids]) + zeros,
+            "input_mask": b"\x01" * length + zeros,
+            "token_boundary": bytes(token_boundary) + zeros,
+        }
+        num_pred = len(masked_positions)
+        if self.masked:
+            pred_pad = self.num_predictions - num_pred
+            if pred_pad < 0:
+                raise ValueError(f"{num_pred} predictions exceed {self.num_predictions}")
+            pred_zeros = b"\x00" * pred_pad
+            payloads["masked_lm_ids"] = b"".join([table[v] for v in masked_label_ids]) + pred_zeros
+            payloads["masked_lm_positions"] = (
+                b"".join([table[v] for v in masked_positions]) + pred_zeros
+            )
+            payloads["masked_lm_weights"] = _FLOAT_ONE * num_pred + _FLOAT_ZERO * pred_pad
+        elif num_pred:
+            raise ValueError("the unmasked schema holds no predictions")
         prefix = self._prefix
         body = b"".join(
             [
                 part
-                for name, payload in zip(WIRE_ORDER, payloads)
-                for part in (prefix(name, len(payload)), payload)
+                for name in self._wire_order
+                for part in (prefix(name, len(payloads[name])), payloads[name])
             ]
         )
         return (

@@ -92,7 +92,7 @@ class SentencePair:
 
 @dataclasses.dataclass
 class MaskedInstance:
-    """One packed, masked instance `[CLS] A [SEP] B [SEP]`.
+    """One packed instance `[CLS] A [SEP] B [SEP]`, masked (or not: `build_unmasked_instance`).
 
     `span_lengths` holds the length in words of every n-gram masked (after the fall-back to shorter
     n-grams); `replacements` counts the predictions replaced by [MASK], kept, and replaced at random.
@@ -294,16 +294,24 @@ class Masker:
             chosen += len(positions)
         return chosen
 
+    def unmasked(self, tokens: list[int], num_segment_a: int, sop_label: int) -> MaskedInstance:
+        """A packed `[CLS] A [SEP] B [SEP]` as it is: no predictions, the `token_boundary` that
+        `mask` gives it (start-piece flag, 1 for [CLS]/[SEP]); draws nothing."""
+        boundary = list(map(self._boundary.__getitem__, tokens))
+        return MaskedInstance(
+            list(tokens), num_segment_a, boundary, [], [], sop_label, [], (0, 0, 0)
+        )
+
     def mask(
         self, tokens: list[int], num_segment_a: int, sop_label: int, rng: random.Random
     ) -> MaskedInstance:
         """Masks a packed `[CLS] A [SEP] B [SEP]` (ids; A and B hold no [CLS]/[SEP], which SentencePiece
         never produces from text) and returns the instance. `num_segment_a` is `len(A) + 2`."""
         config = self.config
+        if config.masked_lm_prob == 0:
+            return self.unmasked(tokens, num_segment_a, sop_label)
         boundary = list(map(self._boundary.__getitem__, tokens))
         output = list(tokens)
-        if config.masked_lm_prob == 0:
-            return MaskedInstance(output, num_segment_a, boundary, [], [], sop_label, [], (0, 0, 0))
         first_sep = num_segment_a - 1
         starts = self._word_starts(tokens, first_sep)
         budget = min(
@@ -356,7 +364,15 @@ class Masker:
         )
 
 
+def _pack(pair: SentencePair, masker: Masker) -> list[int]:
+    return [masker.cls_id, *pair.tokens_a, masker.sep_id, *pair.tokens_b, masker.sep_id]
+
+
 def build_instance(pair: SentencePair, masker: Masker, rng: random.Random) -> MaskedInstance:
     """Packs a pair as `[CLS] A [SEP] B [SEP]` and masks it."""
-    tokens = [masker.cls_id, *pair.tokens_a, masker.sep_id, *pair.tokens_b, masker.sep_id]
-    return masker.mask(tokens, len(pair.tokens_a) + 2, pair.label, rng)
+    return masker.mask(_pack(pair, masker), len(pair.tokens_a) + 2, pair.label, rng)
+
+
+def build_unmasked_instance(pair: SentencePair, masker: Masker) -> MaskedInstance:
+    """Packs a pair as `build_instance` does, unmasked: the trainer masks it when it reads it."""
+    return masker.unmasked(_pack(pair, masker), len(pair.tokens_a) + 2, pair.label)

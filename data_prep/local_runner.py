@@ -59,6 +59,15 @@ def run(config: DataPrepConfig) -> dict:
     skips = corpus.SkipLog()
     stats = Stats()
     threads = max(1, (os.cpu_count() or 1) // config.num_workers)
+    if config.masking_mode == "dynamic":
+        logging.info(
+            "masking=dynamic: writing unmasked instances (%s) for masking during training; "
+            "masked_lm_prob, max_predictions_per_seq, ngram, favor_shorter_ngram, "
+            "do_whole_word_mask and do_permutation are not used here, only recorded for the "
+            'trainer under "masking" in %s',
+            ", ".join(records.UNMASKED_FEATURE_NAMES),
+            summary_path,
+        )
     # Built before forking so workers inherit the loaded model instead of each loading it.
     _WORKER = PoolProcessor(config, encode_threads=threads)
     buffer = writer.ShuffleBuffer(
@@ -168,6 +177,7 @@ def _summary(
         "do_lower_case": config.do_lower_case,
         "random_seed": config.random_seed,
         "dupe_factor": config.dupe_factor,
+        "masking_mode": config.masking_mode,
         **dataclasses.asdict(config.pair),
         **dataclasses.asdict(config.masking),
         **dataclasses.asdict(config.corpus),
@@ -179,12 +189,24 @@ def _summary(
         "inputs": paths,
         "outputs": [{"file": p, "instances": n} for p, n in zip(outputs, counts)],
         "settings": settings,
-        **stats.summary(),
+        "masking": _masking(config),
+        **stats.summary(masked=config.masking_mode == "static"),
         "skipped": skips.entries(),
         "skipped_lines": sum(
             e["count"] for e in skips.entries() if e["reason"] not in ("empty_file", "no_text")
         ),
         "elapsed_seconds": round(elapsed, 3),
+    }
+
+
+def _masking(config: DataPrepConfig) -> dict:
+    """What the records hold and how to mask them: `mode` "static" (masked here, these settings
+    applied) or "dynamic" (unmasked; the trainer masks with these settings on every read)."""
+    dynamic = config.masking_mode == "dynamic"
+    return {
+        "mode": config.masking_mode,
+        "features": list(records.UNMASKED_FEATURE_NAMES if dynamic else records.FEATURE_NAMES),
+        **dataclasses.asdict(config.masking),
     }
 
 

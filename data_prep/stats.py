@@ -3,6 +3,8 @@
 `Stats` is filled from the instances as they are built, so its n-gram spans and [MASK]/kept/random
 counts are exact. `record_statistics` infers them from finished tf.train.Example records (the only way
 to get them from the original's file); both files go through that same inference in the equivalence test.
+Unmasked instances (masked at training time) have the instance statistics only: the masking ones are
+None (null in the JSON summary).
 """
 
 from __future__ import annotations
@@ -12,6 +14,16 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from data_prep.instances import MaskedInstance
+
+# The summary and record statistics that describe masking (None for unmasked instances).
+MASKING_SUMMARY_KEYS = (
+    "predictions_per_instance",
+    "ngram_span_histogram",
+    "ngram_span_shares",
+    "replacement_shares",
+    "permuted_predictions",
+)
+MASKING_RECORD_KEYS = ("predictions_per_instance", "replacement_shares", "run_shares")
 
 
 @dataclasses.dataclass
@@ -56,10 +68,11 @@ class Stats:
             else:
                 setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
 
-    def summary(self) -> dict:
-        """Counts, label balance, means, span histogram and replacement shares."""
+    def summary(self, masked: bool = True) -> dict:
+        """Counts, label balance, means, span histogram and replacement shares; without `masked`
+        (unmasked instances) the masking statistics are None."""
         replaced = self.masked + self.kept + self.randomized
-        return {
+        summary = {
             "documents": self.documents,
             "single_sentence_documents": self.single_sentence_documents,
             "sentences": self.sentences,
@@ -80,6 +93,9 @@ class Stats:
             "permuted_predictions": self.permuted,
             "dropped_one_token_chunks": self.dropped_one_token_chunks,
         }
+        if not masked:
+            summary.update(dict.fromkeys(MASKING_SUMMARY_KEYS))
+        return summary
 
 
 def _ratio(num: float, den: float) -> float:
@@ -128,14 +144,20 @@ def masked_word_runs(features: Mapping[str, Sequence]) -> list[int]:
 
 def record_statistics(records: Iterable[Mapping[str, Sequence]], mask_id: int = 4) -> dict:
     """Instances, SOP label-1 share, mean real length, predictions per instance, [MASK]/kept/random
-    shares and the shares of masked-word run lengths (1, 2, 3, "4+") of decoded Example records."""
-    instances = label_1 = real = predictions = 0
+    shares and the shares of masked-word run lengths (1, 2, 3, "4+") of decoded Example records.
+
+    Records without `masked_lm_positions` (unmasked) count in the instance statistics only; the
+    masking ones come from the masked records, None when there are only unmasked ones."""
+    instances = label_1 = real = predictions = unmasked = 0
     kinds = collections.Counter()
     runs = collections.Counter()
     for features in records:
         instances += 1
         label_1 += features["next_sentence_labels"][0]
         real += sum(features["input_mask"])
+        if "masked_lm_positions" not in features:
+            unmasked += 1
+            continue
         ids = features["input_ids"]
         for position, label, weight in zip(
             features["masked_lm_positions"],
@@ -156,11 +178,11 @@ def record_statistics(records: Iterable[Mapping[str, Sequence]], mask_id: int = 
         runs.update(min(r, 4) for r in masked_word_runs(features))
     total_kinds = sum(kinds.values())
     total_runs = sum(runs.values())
-    return {
+    statistics = {
         "instances": instances,
         "sop_label_1_share": _ratio(label_1, instances),
         "mean_real_length": _ratio(real, instances),
-        "predictions_per_instance": _ratio(predictions, instances),
+        "predictions_per_instance": _ratio(predictions, instances - unmasked),
         "replacement_shares": {
             k: _ratio(kinds[k], total_kinds) for k in ("mask", "kept", "random")
         },
@@ -168,3 +190,6 @@ def record_statistics(records: Iterable[Mapping[str, Sequence]], mask_id: int = 
             ("4+" if n == 4 else str(n)): _ratio(runs[n], total_runs) for n in (1, 2, 3, 4)
         },
     }
+    if unmasked and unmasked == instances:
+        statistics.update(dict.fromkeys(MASKING_RECORD_KEYS))
+    return statistics

@@ -6,14 +6,16 @@ hands each pool to `PoolProcessor.instance_records`, which yields the pool's fra
 and counts its statistics. The contract every runner relies on:
 
 - A pool's records depend only on the instance settings of the job config (seed, tokenizer, dupe
-  factor, pair and masking settings) and on the pool's documents (global indices and sentences):
-  not on its key, on the pools processed before it, on the process, the runner, the number of
-  workers or the scheduling.
+  factor, pair and masking settings, masking mode) and on the pool's documents (global indices
+  and sentences): not on its key, on the pools processed before it, on the process, the runner,
+  the number of workers or the scheduling.
 - Random-document segments (the single-sentence leak, NSP mode) are drawn only from the pool's own
   documents (those that keep a sentence after tokenization).
 - Each (document, dupe pass) draws from its own `random.Random`, seeded with
   `derive_seed(random_seed, global document index, dupe pass)`; records come pass by pass, documents
-  in reading order within a pass.
+  in reading order within a pass. A document's pairs are all drawn before any of them is masked,
+  so `masking_mode="dynamic"` gives the same instances as static masking, unmasked, in the same
+  order.
 
 So the records of all pools, in key order, through a `writer.ShuffleBuffer` seeded with
 `derive_seed(random_seed, "shuffle")` and written round-robin, are the same shards whatever produced
@@ -32,10 +34,19 @@ from albert_tf import records
 from data_prep import corpus, instances
 from data_prep.stats import Stats
 
+# static: instances are masked here, once per dupe pass, in the original's 8-feature schema.
+# dynamic: they are written unmasked (`records.UNMASKED_FEATURE_NAMES`) for the trainer to mask
+# afresh each time it reads them; the masking settings then only go to the summary.
+MASKING_MODES = ("static", "dynamic")
+
 
 @dataclasses.dataclass(frozen=True)
 class DataPrepConfig:
-    """Everything the job needs; the CLI fills it from flags."""
+    """Everything the job needs; the CLI fills it from flags.
+
+    `masking_mode` is one of `MASKING_MODES`. Under "dynamic" a `dupe_factor` above 1 only adds
+    pairings (the CLI defaults it to 1 there); `masking` is recorded for the trainer, not applied.
+    """
 
     input_file: str
     output_file: str
@@ -45,6 +56,7 @@ class DataPrepConfig:
     dupe_factor: int = 40
     pair: instances.PairConfig = instances.PairConfig()
     masking: instances.MaskingConfig = instances.MaskingConfig()
+    masking_mode: str = "static"
     corpus: corpus.CorpusConfig = corpus.CorpusConfig()
     num_workers: int = 1
     num_output_shards: int = 1
@@ -62,6 +74,12 @@ class DataPrepConfig:
             raise ValueError("dupe_factor, num_workers and batch_chars must be >= 1")
         if self.masking.max_predictions_per_seq < 1 or self.masking.ngram < 1:
             raise ValueError("max_predictions_per_seq and ngram must be >= 1")
+        if self.masking_mode not in MASKING_MODES:
+            raise ValueError(
+                f"masking_mode must be one of {MASKING_MODES}, got {self.masking_mode!r}"
+            )
+        if self.masking_mode == "dynamic" and self.masking.do_permutation:
+            raise ValueError("do_permutation is not supported with masking_mode='dynamic'")
 
     def summary_path(self) -> str:
         """`--summary_file`, else the first output, its .tfrecord(s) extension -> .summary.json."""
@@ -120,12 +138,14 @@ class PoolProcessor:
         self.masker = instances.Masker(
             config.masking, self.word_start, tok.vocab_size, tok.cls_id, tok.sep_id, tok.mask_id
         )
-        num_predictions = config.masking.max_predictions_per_seq * (
-            1 + config.masking.do_permutation
-        )
+        dynamic = config.masking_mode == "dynamic"
         self.encoder = records.PretrainingExampleEncoder(
-            config.pair.max_seq_length, num_predictions, tok.vocab_size
+            config.pair.max_seq_length,
+            config.masking.max_predictions_per_seq * (1 + config.masking.do_permutation),
+            tok.vocab_size,
+            names=records.UNMASKED_FEATURE_NAMES if dynamic else records.FEATURE_NAMES,
         )
+        self._example = self._unmasked_example if dynamic else self._masked_example
 
     def tokenize(self, pool: DocumentPool) -> list[tuple[int, list[list[int]]]]:
         """(index, non-empty token-id sentences) of the documents that keep a sentence."""
@@ -149,7 +169,7 @@ class PoolProcessor:
         stats.single_sentence_documents += sum(len(d) == 1 for d in documents)
         stats.sentences += sum(len(d) for d in documents)
         stats.tokens += sum(len(s) for d in documents for s in d)
-        encode, frame, masker = self.encoder.encode, records.frame_record, self.masker
+        example, frame = self._example, records.frame_record
         for dupe_pass in range(config.dupe_factor):
             for position, (doc_index, _) in enumerate(tokenized):
                 rng = random.Random(derive_seed(config.random_seed, doc_index, dupe_pass))
@@ -158,15 +178,30 @@ class PoolProcessor:
                 )
                 stats.dropped_one_token_chunks += dropped
                 for pair in pairs:
-                    inst = instances.build_instance(pair, masker, rng)
+                    inst, data = example(pair, rng)
                     stats.add_instance(inst, pair.random_document)
-                    yield frame(
-                        encode(
-                            inst.input_ids,
-                            inst.num_segment_a,
-                            inst.token_boundary,
-                            inst.masked_positions,
-                            inst.masked_label_ids,
-                            inst.sop_label,
-                        )
-                    )
+                    yield frame(data)
+
+    def _masked_example(
+        self, pair: instances.SentencePair, rng: random.Random
+    ) -> tuple[instances.MaskedInstance, bytes]:
+        inst = instances.build_instance(pair, self.masker, rng)
+        data = self.encoder.encode(
+            inst.input_ids,
+            inst.num_segment_a,
+            inst.token_boundary,
+            inst.masked_positions,
+            inst.masked_label_ids,
+            inst.sop_label,
+        )
+        return inst, data
+
+    def _unmasked_example(
+        self, pair: instances.SentencePair, rng: random.Random
+    ) -> tuple[instances.MaskedInstance, bytes]:
+        del rng  # nothing is drawn after the pairs
+        inst = instances.build_unmasked_instance(pair, self.masker)
+        data = self.encoder.encode(
+            inst.input_ids, inst.num_segment_a, inst.token_boundary, (), (), inst.sop_label
+        )
+        return inst, data

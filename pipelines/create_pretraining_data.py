@@ -5,8 +5,12 @@ r"""Text -> masked SOP instances -> TFRecords, with the flags of the original `c
 
 Every flag of the original keeps its name and default, except that --max_predictions_per_seq follows a
 --max_seq_length under 20 down (its default is min(20, --max_seq_length): 20 at the default 512). The
-additions are --num_workers, --num_output_shards, --input_format, --single_sentence_random_doc and the
-bounds below. A JSON summary is written beside the outputs. This CLI never imports TensorFlow.
+additions are --num_workers, --num_output_shards, --input_format, --single_sentence_random_doc,
+--masking and the bounds below. A JSON summary is written beside the outputs. This CLI never imports
+TensorFlow.
+
+--masking=dynamic writes each instance unmasked, once (--dupe_factor defaults to 1 there), for the
+trainer to mask afresh on every read; the masking flags then go to the summary's "masking" block.
 """
 
 import os
@@ -19,7 +23,7 @@ from pipelines import _cli  # first: TensorFlow's log level must be set before i
 from absl import app, flags, logging
 
 from albert_tf.config import resolve_max_predictions_per_seq  # TensorFlow-free
-from data_prep import corpus, instances, pipeline, writer
+from data_prep import corpus, instances, pipeline, units, writer
 
 FLAGS = flags.FLAGS
 
@@ -64,7 +68,12 @@ flags.DEFINE_integer(
 flags.DEFINE_integer(
     "random_seed", 12345, "Seed of every random choice (the output is reproducible)."
 )
-flags.DEFINE_integer("dupe_factor", 40, "Passes over the corpus, each with new pairs and masks.")
+flags.DEFINE_integer(
+    "dupe_factor",
+    40,
+    "Passes over the corpus, each with new pairs and masks (with --masking=dynamic: new pairs "
+    "only, and 1 unless given).",
+)
 flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
 flags.DEFINE_float(
     "short_seq_prob", 0.1, "Probability of a shorter target length for a document pass."
@@ -84,6 +93,17 @@ flags.DEFINE_enum(
     "sentences: one sentence per line, blank line between documents (the original's format). "
     "paragraphs: hard-wrapped prose, blank line between paragraphs, one document per file; "
     "split into sentences with sentencex.",
+)
+flags.DEFINE_enum(
+    "masking",
+    "static",
+    list(units.MASKING_MODES),
+    "static: mask here, once per --dupe_factor pass, into the original's 8-feature records. "
+    "dynamic: write the same SOP instances unmasked (input_ids, input_mask, segment_ids, "
+    "token_boundary, next_sentence_labels), for the trainer to mask afresh each time it reads "
+    "them; --masked_lm_prob, --max_predictions_per_seq, --ngram, --favor_shorter_ngram, "
+    "--do_whole_word_mask and --do_permutation are then not applied, only recorded in the "
+    "summary's \"masking\" block; --dupe_factor defaults to 1.",
 )
 flags.DEFINE_bool(
     "single_sentence_random_doc",
@@ -125,13 +145,18 @@ def config_from_flags() -> pipeline.DataPrepConfig:
             "--spm_model_file is required (the original's WordPiece --vocab_file path is "
             "not supported)"
         )
+    dupe_factor = FLAGS.dupe_factor
+    if FLAGS.masking == "dynamic" and not FLAGS["dupe_factor"].present:
+        # Fresh masks come from the trainer; more passes would only add pairings of the same text.
+        dupe_factor = 1
+        logging.info("--masking=dynamic: --dupe_factor=1 (pass --dupe_factor for more pairings)")
     return pipeline.DataPrepConfig(
         input_file=FLAGS.input_file,
         output_file=FLAGS.output_file,
         spm_model_file=FLAGS.spm_model_file,
         do_lower_case=FLAGS.do_lower_case,
         random_seed=FLAGS.random_seed,
-        dupe_factor=FLAGS.dupe_factor,
+        dupe_factor=dupe_factor,
         pair=instances.PairConfig(
             max_seq_length=FLAGS.max_seq_length,
             short_seq_prob=FLAGS.short_seq_prob,
@@ -148,6 +173,7 @@ def config_from_flags() -> pipeline.DataPrepConfig:
             do_whole_word_mask=FLAGS.do_whole_word_mask,
             do_permutation=FLAGS.do_permutation,
         ),
+        masking_mode=FLAGS.masking,
         corpus=corpus.CorpusConfig(
             input_format=FLAGS.input_format,
             max_line_bytes=FLAGS.max_line_bytes,
