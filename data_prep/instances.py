@@ -13,6 +13,7 @@ import itertools
 import random
 from collections.abc import Sequence
 
+from albert_tf.text.ngrams import ngram_cumulative
 from albert_tf.text.pairs import truncate_seq_pair_randomly
 
 # Single punctuation characters that the original's SentencePiece start-piece rule treats as word starts
@@ -69,15 +70,7 @@ class MaskingConfig:
 
     def ngram_cumulative(self) -> list[float]:
         """Cumulative p(n) for n = 1..ngram, p(n) ∝ 1/n (reversed unless favor_shorter_ngram)."""
-        weights = [1.0 / n for n in range(1, self.ngram + 1)]
-        if not self.favor_shorter_ngram:
-            weights.reverse()
-        total, acc, cumulative = sum(weights), 0.0, []
-        for w in weights:
-            acc += w / total
-            cumulative.append(acc)
-        cumulative[-1] = 1.0
-        return cumulative
+        return ngram_cumulative(self.ngram, self.favor_shorter_ngram)
 
 
 @dataclasses.dataclass

@@ -34,7 +34,8 @@ flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the TFRecords.")
 flags.DEFINE_integer(
     "max_predictions_per_seq",
     None,
-    "Masked positions per sequence in the TFRecords (default: min(20, --max_seq_length)).",
+    "Masked positions per sequence in the TFRecords, or per example masked with "
+    "--masking=dynamic (default: min(20, --max_seq_length)).",
 )
 flags.DEFINE_bool("do_train", True, "Train.")
 flags.DEFINE_bool("do_eval", False, "Evaluate at the end (on --eval_input_file if given).")
@@ -87,7 +88,8 @@ flags.DEFINE_integer("shuffle_buffer", 100, "Record shuffle buffer (the original
 flags.DEFINE_integer(
     "seed",
     None,
-    "Seed for the input order (None: nondeterministic, as the original's sloppy interleave).",
+    "Seed for the input order and the masks of unmasked records (None: nondeterministic, as "
+    "the original's sloppy interleave; masks from a random seed, logged).",
 )
 flags.DEFINE_bool(
     "jit_compile",
@@ -95,6 +97,26 @@ flags.DEFINE_bool(
     "XLA-compile the train step (default: wherever Keras "
     "supports it for the strategy, except fp32 and bf16 on CPU, which run faster "
     "through oneDNN's matmuls than through XLA:CPU: ~6% for fp32, ~2.2x for bf16).",
+)
+flags.DEFINE_enum(
+    "masking",
+    "auto",
+    ["auto", "static", "dynamic"],
+    "static: the records are masked (the original's). dynamic: they are unmasked "
+    "(input_ids, input_mask, segment_ids, token_boundary, next_sentence_labels) and every "
+    "example is masked afresh each time it is read, by the data prep's n-gram whole-word "
+    "algorithm, from --seed (a random seed without it), continuing after a resume. auto: "
+    "from the first record of the first file.",
+)
+# --- the original create_pretraining_data.py masking flags (same names and defaults), used by
+# --masking=dynamic; --max_predictions_per_seq above is its fourth.
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability (--masking=dynamic).")
+flags.DEFINE_integer("ngram", 3, "Maximum n-gram length (words) to mask (--masking=dynamic).")
+flags.DEFINE_bool(
+    "favor_shorter_ngram", True, "p(n) ∝ 1/n; otherwise reversed (--masking=dynamic)."
+)
+flags.DEFINE_bool(
+    "do_whole_word_mask", True, "Mask whole words, all pieces together (--masking=dynamic)."
 )
 flags.DEFINE_bool(
     "skip_corrupt_records",

@@ -35,6 +35,7 @@ TENSORFLOW_FREE = (
     "albert_tf.records",
     "albert_tf.config",
     "albert_tf.io",
+    "albert_tf.text.ngrams",
     "albert_tf.text.pairs",
     "albert_tf.text.tokenization",
     "data_prep",

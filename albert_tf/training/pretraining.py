@@ -6,6 +6,7 @@ TensorBoard scalars), and it ends with the model as `.keras` and as an original 
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import math
@@ -22,6 +23,7 @@ from albert_tf.checkpoints.tf1 import assign_tf1_weights, read_weights, save_tf1
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.io import atomic_path, write_json
 from albert_tf.modeling.model import AlbertPretrainer
+from albert_tf.records import UNMASKED_FEATURE_NAMES
 from albert_tf.training import record_checks
 from albert_tf.training.callbacks import (
     CheckpointSaver,
@@ -31,10 +33,14 @@ from albert_tf.training.callbacks import (
 )
 from albert_tf.training.distribution import is_chief
 from albert_tf.training.input_pipeline import (
+    MASKING_MODES,
+    DynamicMasking,
+    detect_masking,
     feature_spec,
     list_input_files,
     pretraining_dataset,
     pretraining_dataset_fn,
+    record_masking,
 )
 from albert_tf.training.optimization import create_optimizer
 
@@ -70,8 +76,15 @@ class PretrainingOptions:
     jit_compile: bool | None = None  # None: see `use_xla`
     log_every_steps: int = 100
     shuffle_buffer: int = 100
-    seed: int | None = None
+    seed: int | None = None  # also of the masks of unmasked records (None: a random one)
     skip_corrupt_records: bool = False  # skip (and count) corrupt or misfit records
+    # Masked or unmasked records (see `input_pipeline.pretraining_dataset`); the masking of
+    # unmasked ones: the original `create_pretraining_data.py` flags and defaults.
+    masking: str = "auto"
+    masked_lm_prob: float = 0.15
+    ngram: int = 3
+    favor_shorter_ngram: bool = True
+    do_whole_word_mask: bool = True
 
     def __post_init__(self):
         self.max_predictions_per_seq = resolve_max_predictions_per_seq(
@@ -95,6 +108,12 @@ def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -
         raise SettingsError(f"--mixed_precision must be one of {sorted(MIXED_PRECISION_POLICIES)}")
     if o.gradient_accumulation_steps < 1:
         raise SettingsError("--gradient_accumulation_steps must be >= 1")
+    if o.masking not in MASKING_MODES:
+        raise SettingsError(f"--masking must be one of {MASKING_MODES}, got {o.masking!r}")
+    if not 0 <= o.masked_lm_prob <= 1:
+        raise SettingsError(f"--masked_lm_prob must be in [0, 1], got {o.masked_lm_prob}")
+    if o.ngram < 1:
+        raise SettingsError(f"--ngram must be >= 1, got {o.ngram}")
     if o.train_batch_size % (replicas * o.gradient_accumulation_steps):
         raise SettingsError(
             f"--train_batch_size={o.train_batch_size} must divide evenly over "
@@ -159,8 +178,9 @@ def run_pretraining(
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[o.mixed_precision])
     try:
-        spec = feature_spec(o.max_seq_length, o.max_predictions_per_seq)
-        train_files, eval_files, skipped = _checked_inputs(o, spec, work_dir)
+        train_files, eval_files, skipped, masking = _checked_inputs(o, work_dir)
+        # Failures are located with the features both kinds of records share when any is unmasked.
+        spec = _record_spec(o, "dynamic" if "dynamic" in masking else "static")
         # Repaired copies are read as files; otherwise the patterns, globbed once per pipeline.
         train_source = train_files if o.skip_corrupt_records else o.input_file
         eval_source = (eval_files or train_files) if o.skip_corrupt_records else None
@@ -200,12 +220,14 @@ def run_pretraining(
         try:
             if o.do_train:
                 results["train_history"] = _train(
-                    model, manager, o, strategy, work_dir, train_source
+                    model, manager, o, strategy, work_dir, train_source, masking[0]
                 )
             step = optimizer_step(model)
             results["global_step"] = step
             if o.do_eval:
-                results["eval"] = evaluate(model, o, step, work_dir if chief else None, eval_source)
+                results["eval"] = evaluate(
+                    model, o, step, work_dir if chief else None, eval_source, masking[1]
+                )
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as failure:
             # `fit` stops at the failure without running another callback: no checkpoint of
             # the failed state is saved, none is removed.
@@ -231,37 +253,123 @@ def run_pretraining(
             shutil.rmtree(work_dir, ignore_errors=True)
 
 
+def _record_spec(o: PretrainingOptions, masking: str) -> dict:
+    """The tf.io spec of the masked ("static") or unmasked ("dynamic") records."""
+    if masking == "dynamic":
+        return feature_spec(o.max_seq_length, names=UNMASKED_FEATURE_NAMES)
+    return feature_spec(o.max_seq_length, o.max_predictions_per_seq)
+
+
+def masking_settings(o: PretrainingOptions, config: AlbertConfig) -> DynamicMasking:
+    """How unmasked records are masked: the masking flags over the model's vocabulary."""
+    return DynamicMasking(
+        vocab_size=config.vocab_size,
+        masked_lm_prob=o.masked_lm_prob,
+        ngram=o.ngram,
+        favor_shorter_ngram=o.favor_shorter_ngram,
+        do_whole_word_mask=o.do_whole_word_mask,
+    )
+
+
+def _resolve_masking(o: PretrainingOptions, files: list[str]) -> str:
+    """The masking of `files`: what their first record shows, which an explicit `--masking`
+    must agree with; with "dynamic" no file may start with a masked record."""
+    try:
+        detected = detect_masking(files)
+    except ValueError as error:
+        if o.masking != "auto":
+            logging.warning("--masking=%s not checked against the records: %s", o.masking, error)
+            return o.masking
+        if not o.skip_corrupt_records:
+            record_checks.preflight(files, {})  # a corrupt first record: its one-line error
+        raise SettingsError(f"--masking=auto: {error}; give --masking=static or dynamic") from error
+    if o.masking not in ("auto", detected):
+        held = "masked" if detected == "static" else "unmasked"
+        raise SettingsError(
+            f"--masking={o.masking}, but the records of {files[0]} are {held}: use "
+            f"--masking={detected} (or auto)"
+        )
+    if detected == "dynamic":
+        # Masked records would be masked again: check every file's first record, as the preflight does.
+        def masked(path):
+            try:
+                return record_masking(path) == "static"
+            except ValueError:  # unreadable: the preflight names it
+                return False
+
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            static = [p for p, is_masked in zip(files, pool.map(masked, files)) if is_masked]
+        if static:
+            raise SettingsError(
+                f"{static[0]} holds masked records, {files[0]} unmasked ones: one run reads one "
+                f"kind ({len(static)} of {len(files)} files are masked)"
+            )
+    return detected
+
+
 def _checked_inputs(
-    o: PretrainingOptions, spec: dict, work_dir: str
-) -> tuple[list[str], list[str], dict[str, int]]:
+    o: PretrainingOptions, work_dir: str
+) -> tuple[list[str], list[str], dict[str, int], tuple[str | None, str | None]]:
     """Train and held-out eval files, checked before any model is built: the first record of
     each, or with `skip_corrupt_records` every record, repaired copies (under
-    `<work_dir>/repaired_records`) replacing files with bad ones. Also the records skipped per file.
+    `<work_dir>/repaired_records`) replacing files with bad ones. Also the records skipped per
+    file and the masking of the train and of the eval records (None for a set not read).
     """
     reads_train = o.do_train or (o.do_eval and not o.eval_input_file)
     train = list_input_files(o.input_file) if reads_train else []
     held_out = list_input_files(o.eval_input_file) if o.do_eval and o.eval_input_file else []
-    files = list(dict.fromkeys(train + held_out))
-    if not o.skip_corrupt_records:
-        record_checks.preflight(files, spec)
-        return train, held_out, {}
-    readable, skipped = record_checks.skip_bad_records(
-        files, spec, os.path.join(work_dir, "repaired_records")
+    train_masking = _resolve_masking(o, train) if train else None
+    eval_masking = _resolve_masking(o, held_out) if held_out else train_masking
+    by_masking: dict[str, list[str]] = {}
+    for files, masking in ((train, train_masking), (held_out, eval_masking)):
+        if files:
+            by_masking.setdefault(masking, []).extend(files)
+    replaced, skipped = {}, {}
+    for masking, files in by_masking.items():
+        files = list(dict.fromkeys(files))
+        spec = _record_spec(o, masking)
+        if not o.skip_corrupt_records:
+            record_checks.preflight(files, spec)
+            replaced.update(zip(files, files))
+            continue
+        readable, skipped_here = record_checks.skip_bad_records(
+            files, spec, os.path.join(work_dir, "repaired_records")
+        )
+        replaced.update(zip(files, readable))
+        skipped.update(skipped_here)
+    return (
+        [replaced[p] for p in train],
+        [replaced[p] for p in held_out],
+        skipped,
+        (train_masking, eval_masking),
     )
-    replaced = dict(zip(files, readable))
-    return [replaced[p] for p in train], [replaced[p] for p in held_out], skipped
 
 
 def _train(
-    model, manager, o: PretrainingOptions, strategy, work_dir: str, source: str | list[str]
+    model,
+    manager,
+    o: PretrainingOptions,
+    strategy,
+    work_dir: str,
+    source: str | list[str],
+    masking: str,
 ) -> list[dict]:
-    """Train up to `num_train_steps` on `source` (patterns or files); returns the monitor's
-    reports (step, loss, lr, ...)."""
+    """Train up to `num_train_steps` on `source` (patterns or files) of masked ("static") or
+    unmasked ("dynamic") records; returns the monitor's reports (step, loss, lr, ...)."""
     done = optimizer_step(model)
     if done >= o.num_train_steps:
         logging.info("already at step %d of %d: nothing to train", done, o.num_train_steps)
         return []
     micro_batch = o.train_batch_size // o.gradient_accumulation_steps
+    if masking == "dynamic":
+        logging.info(
+            "masking unmasked records as they are read (masked_lm_prob %g, ngram %d, whole words "
+            "%s), masks continuing after step %d",
+            o.masked_lm_prob,
+            o.ngram,
+            o.do_whole_word_mask,
+            done,
+        )
     dataset = strategy.distribute_datasets_from_function(
         pretraining_dataset_fn(
             source,
@@ -269,8 +377,12 @@ def _train(
             o.max_predictions_per_seq,
             micro_batch,
             is_training=True,
+            # Every applied update took `gradient_accumulation_steps` micro-batches.
+            start_step=done * o.gradient_accumulation_steps,
+            masking=masking,
             seed=o.seed,
             shuffle_buffer=o.shuffle_buffer,
+            dynamic_masking=masking_settings(o, model.config),
         )
     )
     saver = CheckpointSaver(manager)
@@ -309,11 +421,17 @@ def _train(
 
 
 def evaluate(
-    model, o: PretrainingOptions, step: int, write_dir: str | None, files: list[str] | None = None
+    model,
+    o: PretrainingOptions,
+    step: int,
+    write_dir: str | None,
+    files: list[str] | None = None,
+    masking: str | None = None,
 ) -> dict:
     """The original eval metrics over at most `max_eval_steps` batches of held-out data (or of the
     training data, as the original did, when no `eval_input_file` is given); `files`, when given,
-    are read instead of the patterns (checked or repaired copies)."""
+    are read instead of the patterns (checked or repaired copies). `masking` (default
+    `o.masking`): of the records; unmasked ones get the same masks at every evaluation."""
     source = o.eval_input_file or o.input_file
     if not o.eval_input_file:
         logging.warning(
@@ -327,6 +445,9 @@ def evaluate(
         o.eval_batch_size,
         is_training=False,
         repeat=False,
+        masking=masking or o.masking,
+        seed=o.seed,
+        dynamic_masking=masking_settings(o, model.config),
     )
     with warnings.catch_warnings():
         # The eval records are read once and their number is not known up front, so Keras ends
