@@ -24,6 +24,10 @@ import threading
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout
+
+from benchmarks.machine import describe as describe_machine  # noqa: E402
+
 ORIGINAL_SECONDS = 55.0
 
 
@@ -111,7 +115,7 @@ def main() -> None:
     cores = len(os.sched_getaffinity(0))
     print(
         f"data_prep benchmark: {corpus} ({len(list(pathlib.Path(args.corpus_dir).glob('*.txt')))} files), "
-        f"{cores} usable cores, load average {os.getloadavg()[0]:.1f}"
+        f"{describe_machine()}, load average {os.getloadavg()[0]:.1f}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         main_run = run_job(corpus, os.path.join(tmp, "main"), args.spm_model_file, cores)

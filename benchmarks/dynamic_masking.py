@@ -24,7 +24,6 @@ pipelines ~30 s; ALBERT-base training a few minutes (~20 s a step).
 
 import os
 import pathlib
-import platform
 import statistics
 import sys
 import tempfile
@@ -35,6 +34,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging
 
+from benchmarks.machine import describe as describe_machine
 from albert_tf.config import PRESETS, AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.text.tokenization import AlbertTokenizer
 from data_prep import corpus, instances, pipeline
@@ -78,18 +78,6 @@ flags.DEFINE_bool("skip_training", False, "Measure data prep and the pipelines o
 flags.DEFINE_float("target_margin", 5.0, "Required dynamic pipeline / training examples/s.")
 
 STATIC, DYNAMIC, DYNAMIC_XLA = "static records", "dynamic, masked on the fly", "dynamic, XLA"
-
-
-def cpu_model() -> str:
-    """The CPU's model name, as /proc/cpuinfo gives it (elsewhere what `platform` knows)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def albert_config() -> AlbertConfig:
@@ -249,10 +237,7 @@ def main(argv):
         raise app.UsageError(
             f"the SentencePiece model has {spm_vocab} pieces, the model only {config.vocab_size}"
         )
-    print(
-        f"machine: {cpu_model()}, {len(os.sched_getaffinity(0))} usable cores, "
-        f"load average {os.getloadavg()[0]:.1f}"
-    )
+    print(f"machine: {describe_machine()}, load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
         output_dir = FLAGS.output_dir or tmp
         print(

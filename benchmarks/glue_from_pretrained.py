@@ -26,6 +26,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging
 
+from benchmarks.machine import describe as describe_machine
 from albert_tf.tasks.glue import finetune as finetuning
 from albert_tf.io import write_json
 from albert_tf.tasks.glue import metrics as glue_metrics
@@ -138,7 +139,7 @@ def main(argv):
                     }
                 )
     print(
-        f"\nDev metrics, {FLAGS.train_step} steps x batch {FLAGS.train_batch_size}, seq "
+        f"\nmachine: {describe_machine()}\nDev metrics, {FLAGS.train_step} steps x batch {FLAGS.train_batch_size}, seq "
         f"{FLAGS.max_seq_length}, lr {FLAGS.learning_rate} (best = best of {FLAGS.num_evals} "
         "checkpoints on dev, as the original reported; final = last step):"
     )

@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 from absl import app, flags
 
+from benchmarks.machine import describe as describe_machine
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints.keras_hub import keras_hub_backbone
 from albert_tf.training.optimization import create_optimizer
@@ -138,7 +139,7 @@ def main(argv):
     ]
     matmuls = {shape: MatmulRate(*shape) for shape in shapes}
     print(
-        f"machine: {os.cpu_count()} CPUs, TF {tf.__version__}, keras {keras.__version__}, "
+        f"machine: {describe_machine()}, TF {tf.__version__}, keras {keras.__version__}, "
         f"keras-hub {keras_hub.__version__}; jit_compile={FLAGS.jit_compile}, "
         f"dtype policy {FLAGS.dtype_policy}"
     )

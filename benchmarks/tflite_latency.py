@@ -35,6 +35,7 @@ import tensorflow as tf
 from absl import app, flags
 from ai_edge_litert.interpreter import Interpreter
 
+from benchmarks.machine import describe as describe_machine
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints.keras_hub import to_keras_hub
 from albert_tf.export.data import examples_from_text
@@ -265,7 +266,8 @@ def main(argv):
             }
             latency.update(interleaved_latency(runners, FLAGS.runs))
     print(
-        f"\nALBERT-{FLAGS.preset}, seq {FLAGS.seq_length}, batch 1, LiteRT + XNNPACK, "
+        f"\nmachine: {describe_machine()}\nALBERT-{FLAGS.preset}, seq {FLAGS.seq_length}, batch 1, "
+        "LiteRT + XNNPACK, "
         f"{FLAGS.runs} interleaved runs\n"
     )
     print(

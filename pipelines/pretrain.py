@@ -106,7 +106,8 @@ flags.DEFINE_enum(
     "(input_ids, input_mask, segment_ids, token_boundary, next_sentence_labels) and every "
     "example is masked afresh each time it is read, by the data prep's n-gram whole-word "
     "algorithm, from --seed (a random seed without it), continuing after a resume. auto: "
-    "from the first record of the first file.",
+    "from the first record of the first file. Speaks for --input_file: the records of "
+    "--eval_input_file are always read as they are (auto).",
 )
 # --- the original create_pretraining_data.py masking flags (same names and defaults), used by
 # --masking=dynamic; --max_predictions_per_seq above is its fourth.

@@ -232,6 +232,15 @@ def test_masking_flag_must_fit_the_records(tmp_path, unmasked):
         run_pretraining(options(tmp_path, unmasked, ngram=0), config, strategy)
 
 
+def test_masking_flag_speaks_for_the_training_records_only(tmp_path, unmasked):
+    # Training on unmasked records, scored on held-out records with fixed masks.
+    config, strategy = AlbertConfig(**SAMPLE_VOCAB_TINY), build_strategy("one_device")
+    run = options(tmp_path, unmasked, masking="dynamic", do_eval=True, eval_input_file=str(STATIC))
+    result = run_pretraining(run, config, strategy)
+    assert result["global_step"] == 4
+    assert 0 <= result["eval"]["masked_lm_accuracy"] <= 1 and result["eval"]["masked_lm_loss"] > 0
+
+
 def test_cli_masking_flags_reach_the_run(tmp_path, small):
     config = tmp_path / "albert_config.json"
     AlbertConfig(**SAMPLE_VOCAB_TINY).to_json_file(config)

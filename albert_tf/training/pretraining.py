@@ -79,7 +79,8 @@ class PretrainingOptions:
     seed: int | None = None  # also of the masks of unmasked records (None: a random one)
     skip_corrupt_records: bool = False  # skip (and count) corrupt or misfit records
     # Masked or unmasked records (see `input_pipeline.pretraining_dataset`); the masking of
-    # unmasked ones: the original `create_pretraining_data.py` flags and defaults.
+    # unmasked ones: the original `create_pretraining_data.py` flags and defaults. `masking`
+    # is that of `input_file`; `eval_input_file` is always detected.
     masking: str = "auto"
     masked_lm_prob: float = 0.15
     ngram: int = 3
@@ -271,22 +272,22 @@ def masking_settings(o: PretrainingOptions, config: AlbertConfig) -> DynamicMask
     )
 
 
-def _resolve_masking(o: PretrainingOptions, files: list[str]) -> str:
-    """The masking of `files`: what their first record shows, which an explicit `--masking`
-    must agree with; with "dynamic" no file may start with a masked record."""
+def _resolve_masking(o: PretrainingOptions, files: list[str], requested: str) -> str:
+    """The masking of `files`: what their first record shows, which an explicit `requested`
+    masking must agree with; with "dynamic" no file may start with a masked record."""
     try:
         detected = detect_masking(files)
     except ValueError as error:
-        if o.masking != "auto":
-            logging.warning("--masking=%s not checked against the records: %s", o.masking, error)
-            return o.masking
+        if requested != "auto":
+            logging.warning("--masking=%s not checked against the records: %s", requested, error)
+            return requested
         if not o.skip_corrupt_records:
             record_checks.preflight(files, {})  # a corrupt first record: its one-line error
         raise SettingsError(f"--masking=auto: {error}; give --masking=static or dynamic") from error
-    if o.masking not in ("auto", detected):
+    if requested not in ("auto", detected):
         held = "masked" if detected == "static" else "unmasked"
         raise SettingsError(
-            f"--masking={o.masking}, but the records of {files[0]} are {held}: use "
+            f"--masking={requested}, but the records of {files[0]} are {held}: use "
             f"--masking={detected} (or auto)"
         )
     if detected == "dynamic":
@@ -318,8 +319,10 @@ def _checked_inputs(
     reads_train = o.do_train or (o.do_eval and not o.eval_input_file)
     train = list_input_files(o.input_file) if reads_train else []
     held_out = list_input_files(o.eval_input_file) if o.do_eval and o.eval_input_file else []
-    train_masking = _resolve_masking(o, train) if train else None
-    eval_masking = _resolve_masking(o, held_out) if held_out else train_masking
+    train_masking = _resolve_masking(o, train, o.masking) if train else None
+    # Held-out records are read as they are: fixed masks keep evaluations comparable whatever
+    # the training records hold, so --masking speaks for the training records only.
+    eval_masking = _resolve_masking(o, held_out, "auto") if held_out else train_masking
     by_masking: dict[str, list[str]] = {}
     for files, masking in ((train, train_masking), (held_out, eval_masking)):
         if files:
