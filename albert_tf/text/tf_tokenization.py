@@ -225,8 +225,6 @@ class AlbertPreprocessingLayer(keras.layers.Layer):
         """`preprocess_text(text, lower=do_lower_case)` on a string tensor of any shape."""
         texts = tf.strings.regex_replace(texts, _whitespace_regex(), " ")
         texts = tf.strings.regex_replace(texts, "^ | $", "")
-        texts = tf.strings.regex_replace(texts, "``", '"', replace_global=True)
-        texts = tf.strings.regex_replace(texts, "''", '"', replace_global=True)
         shape, texts = tf.shape(texts), tf.reshape(texts, [-1])
         # Fast path: on ASCII text NFKD and mark dropping are no-ops and lowercasing is A-Z -> a-z.
         is_ascii = tf.strings.regex_full_match(texts, "[\\x00-\\x7f]*")

@@ -33,12 +33,11 @@ def _combining_marks_table() -> dict[int, None]:
 def preprocess_text(text: str, lower: bool = True) -> str:
     """Normalise text exactly like the original `preprocess_text(text, lower=lower)`.
 
-    Collapses all whitespace (Python `str.split`) to single spaces and strips; maps `` and '' to ";
-    NFKD-normalises and drops combining marks (accents go even when not lowercasing, as in the
+    Collapses all whitespace (Python `str.split`) to single spaces and strips; NFKD-normalises and drops combining marks (accents go even when not lowercasing, as in the
     original); then lowercases if `lower`.
     """
     outputs = " ".join(text.split())
-    outputs = outputs.replace("``", '"').replace("''", '"')
+    # No `` / '' -> " rewrite: that is XLNet's (and the ports' that copied it), not ALBERT's.
     if not outputs.isascii():  # NFKD and mark stripping are no-ops on ASCII: skip them for speed.
         outputs = unicodedata.normalize("NFKD", outputs).translate(_combining_marks_table())
     if lower:
