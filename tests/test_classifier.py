@@ -16,10 +16,10 @@ from albert_tf.checkpoints import (
     tf1_variable_map,
     tf1_weights,
 )
-from albert_tf.checkpoints.classifier import (
-    assign_classifier_weights,
-    initialize_from_checkpoint,
-    load_classifier_checkpoint,
+from albert_tf.checkpoints.task_heads import (
+    assign_task_weights,
+    initialize_task_model,
+    load_task_checkpoint,
 )
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.training.optimization import uses_weight_decay
@@ -68,7 +68,7 @@ def test_logits_are_pooled_times_output_weights_transposed_on_golden_weights():
     config, inputs, expected = golden()
     model = AlbertClassifier(config, num_labels=3)
     tensors = {**load_tf1_weights(), **random_head(3, 32)}
-    assert assign_classifier_weights(model, tensors, "golden", require_head=True)
+    assert assign_task_weights(model, tensors, "golden", require_head=True)
     outputs = model(inputs)
     logits = expected["pooled_output"] @ tensors["output_weights"].T + tensors["output_bias"]
     # The pooled output is within GOLDEN of the original's; the head's matmul amplifies that by
@@ -90,7 +90,7 @@ def test_init_from_original_pretraining_checkpoint(folder):
     config, inputs, expected = golden()
     model = AlbertClassifier(config, num_labels=2)
     head_before = model.head.output_weights.numpy()
-    assert not initialize_from_checkpoint(model, CHECKPOINTS / folder)  # no head in it
+    assert not initialize_task_model(model, CHECKPOINTS / folder)  # no head in it
     np.testing.assert_array_equal(model.head.output_weights.numpy(), head_before)
     pooled = model.backbone(inputs)["pooled_output"]
     assert_close_to_scale(pooled, expected["pooled_output"], GOLDEN)
@@ -106,10 +106,10 @@ def test_tf1_round_trip_and_strict_load(tmp_path):
     assert tf.train.latest_checkpoint(str(tmp_path / "run")) == prefix
     assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]
     clone = AlbertClassifier(config, num_labels=3)
-    load_classifier_checkpoint(clone, tmp_path / "run")
+    load_task_checkpoint(clone, tmp_path / "run")
     np.testing.assert_array_equal(clone(inputs)["logits"], model(inputs)["logits"])
     with pytest.raises(CheckpointMismatchError, match="missing from checkpoint: output_weights"):
-        load_classifier_checkpoint(clone, SHARED)  # a pretraining checkpoint has no head
+        load_task_checkpoint(clone, SHARED)  # a pretraining checkpoint has no head
 
 
 def test_head_of_another_label_count_is_not_loaded(tmp_path):
@@ -117,12 +117,12 @@ def test_head_of_another_label_count_is_not_loaded(tmp_path):
     mnli = AlbertClassifier(config, num_labels=3)
     prefix = save_tf1_checkpoint(mnli, tmp_path / "model.ckpt-1")
     rte = AlbertClassifier(config, num_labels=2)
-    assert not initialize_from_checkpoint(rte, prefix)
+    assert not initialize_task_model(rte, prefix)
     np.testing.assert_array_equal(
         rte.backbone(inputs)["pooled_output"], mnli.backbone(inputs)["pooled_output"]
     )
     same = AlbertClassifier(config, num_labels=3)
-    assert initialize_from_checkpoint(same, prefix)
+    assert initialize_task_model(same, prefix)
     np.testing.assert_array_equal(same(inputs)["logits"], mnli(inputs)["logits"])
 
 
@@ -132,7 +132,7 @@ def test_backbone_mismatch_lists_problems():
     with pytest.raises(
         CheckpointMismatchError, match=r"shape mismatch: .*ffn_1/intermediate/dense/kernel"
     ):
-        initialize_from_checkpoint(AlbertClassifier(wrong, 2), SHARED)
+        initialize_task_model(AlbertClassifier(wrong, 2), SHARED)
 
 
 def test_init_from_our_keras_pretrainer(tmp_path):
@@ -140,12 +140,12 @@ def test_init_from_our_keras_pretrainer(tmp_path):
     pretrainer = load_tf1_checkpoint(SHARED, config)
     pretrainer.save(tmp_path / "pretrained.keras")
     model = AlbertClassifier(config, num_labels=2)
-    assert not initialize_from_checkpoint(model, tmp_path / "pretrained.keras")
+    assert not initialize_task_model(model, tmp_path / "pretrained.keras")
     assert_close_to_scale(
         model.backbone(inputs)["pooled_output"], expected["pooled_output"], GOLDEN
     )
     with pytest.raises(FileNotFoundError, match="nothing.keras"):
-        initialize_from_checkpoint(model, tmp_path / "nothing.keras")
+        initialize_task_model(model, tmp_path / "nothing.keras")
 
 
 def test_keras_file_loads_in_safe_mode(tmp_path):
@@ -173,7 +173,7 @@ def test_classifier_keeps_the_model_contract(head_kwargs):
         {"config": config, **head_kwargs},
         model_inputs(config),
         expected_tf1_names=original_tf1_names(config, "classifier"),
-        tf1_loader=load_classifier_checkpoint,
+        tf1_loader=load_task_checkpoint,
         expected_output_shapes={"logits": (2, labels), "probabilities": (2, labels)},
     )
 

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.checkpoints.classifier import load_classifier_checkpoint
+from albert_tf.checkpoints.task_heads import load_task_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import loop
 from albert_tf.modeling.heads.classifier import AlbertClassifier
@@ -74,7 +74,7 @@ class HasSevenTask:
 
     def load(self, model, checkpoint):
         self.calls.append(("load", checkpoint))
-        load_classifier_checkpoint(model, checkpoint)
+        load_task_checkpoint(model, checkpoint)
 
     def train_dataset(self):
         features, labels = contains_token_7(64, seed=0)

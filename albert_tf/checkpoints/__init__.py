@@ -1,9 +1,9 @@
 """Checkpoints stage: original TF1 checkpoints in and out by variable name; keras-hub conversion."""
 
-from albert_tf.checkpoints.classifier import (
-    assign_classifier_weights,
-    initialize_from_checkpoint,
-    load_classifier_checkpoint,
+from albert_tf.checkpoints.task_heads import (
+    assign_task_weights,
+    initialize_task_model,
+    load_task_checkpoint,
 )
 from albert_tf.checkpoints.tf1 import (
     TF1_NAME_RULES,
@@ -27,13 +27,13 @@ from albert_tf.checkpoints.tf1 import (
 __all__ = [
     "TF1_NAME_RULES",
     "CheckpointMismatchError",
-    "assign_classifier_weights",
+    "assign_task_weights",
     "assign_tf1_checkpoint",
     "assign_tf1_weights",
     "check_weights",
     "head_tf1_names",
-    "initialize_from_checkpoint",
-    "load_classifier_checkpoint",
+    "initialize_task_model",
+    "load_task_checkpoint",
     "load_tf1_checkpoint",
     "read_tf1_checkpoint",
     "read_weights",

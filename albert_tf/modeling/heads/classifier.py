@@ -4,7 +4,7 @@ Head (as `classifier_utils.create_model`): dropout 0.1 (hard-coded, whatever the
 the pooled output, then logits = pooled · output_weightsᵀ + output_bias with `output_weights`
 [num_labels, H] (truncated normal, std 0.02) — the transpose of a Keras Dense kernel, kept so the
 variable is the original's. `TF1_HEAD_RULES` names them as the original checkpoint does; the
-checkpoints stage reads and writes them (`albert_tf.checkpoints.classifier`).
+checkpoints stage reads and writes them (`albert_tf.checkpoints.task_heads`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints.classifier import initialize_from_checkpoint, load_classifier_checkpoint
+from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import loop
 from albert_tf.finetuning.selection import CheckpointEvaluator
@@ -195,11 +195,11 @@ class GlueFinetuneTask:
 
     def initialize(self, model: AlbertClassifier, checkpoint: str) -> None:
         """Pretrained backbone (TF1, `.keras` or a classifier's checkpoint) before training."""
-        initialize_from_checkpoint(model, checkpoint)
+        initialize_task_model(model, checkpoint)
 
     def load(self, model: AlbertClassifier, checkpoint: str) -> None:
         """Every classifier weight from a TF1-named classifier checkpoint."""
-        load_classifier_checkpoint(model, checkpoint)
+        load_task_checkpoint(model, checkpoint)
 
     def _encode(self, split: str) -> EncodedSplit:
         config = self.settings
