@@ -31,26 +31,34 @@ from benchmarks.machine import describe as describe_machine  # noqa: E402
 ORIGINAL_SECONDS = 55.0
 
 
-def _tree_rss_bytes(pid: int) -> int:
-    """RSS summed over a process and its descendants (0 once it has exited)."""
-    total, stack = 0, [pid]
+def _tree_rss_bytes(pid: int) -> tuple[int, int, int]:
+    """RSS of a process tree: (sum over the tree, the root's, the largest descendant's); zeros
+    once it has exited."""
+    total = root = largest = 0
+    stack = [pid]
     while stack:
         p = stack.pop()
         try:
             with open(f"/proc/{p}/status") as f:
-                total += next(
-                    int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")
-                )
+                rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+            total += rss
+            if p == pid:
+                root = rss
+            else:
+                largest = max(largest, rss)
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
                     stack.extend(int(c) for c in f.read().split())
         except (OSError, StopIteration):
             continue
-    return total
+    return total, root, largest
 
 
-def run_job(inputs: str, output_dir: str, spm: str, workers: int) -> dict:
-    """Runs the CLI once; returns timings, memory, the summary and a hash of the output bytes."""
+def run_job(
+    inputs: str, output_dir: str, spm: str, workers: int, extra_flags: tuple[str, ...] = ()
+) -> dict:
+    """Runs the CLI once; returns timings, memory, the summary and a hash of the output bytes
+    (of the one output file; with `--num_output_shards` in `extra_flags`, of all shards in order)."""
     output = os.path.join(output_dir, "train.tfrecord")
     cmd = [
         sys.executable,
@@ -63,16 +71,18 @@ def run_job(inputs: str, output_dir: str, spm: str, workers: int) -> dict:
         "--max_seq_length=128",
         "--dupe_factor=2",
         f"--num_workers={workers}",
+        *extra_flags,
     ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    peak = 0
+    peak = peak_root = peak_child = 0
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     stderr: list[bytes] = []
     reader = threading.Thread(target=lambda: stderr.append(proc.stderr.read()))
     reader.start()
     while proc.poll() is None:
-        peak = max(peak, _tree_rss_bytes(proc.pid))
+        total, root, child = _tree_rss_bytes(proc.pid)
+        peak, peak_root, peak_child = max(peak, total), max(peak_root, root), max(peak_child, child)
         time.sleep(0.02)
     wall = time.perf_counter() - start
     reader.join()
@@ -84,10 +94,14 @@ def run_job(inputs: str, output_dir: str, spm: str, workers: int) -> dict:
         "wall_s": wall,
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
         "peak_tree_rss_mb": peak / 2**20,
+        "peak_main_rss_mb": peak_root / 2**20,  # the CLI process (Beam: the runner)
+        "peak_worker_rss_mb": peak_child / 2**20,  # the largest process it started
         "max_process_rss_mb": after.ru_maxrss / 1024,  # largest single process so far (kB on Linux)
         "instances": summary["instances"],
         "summary": summary,
-        "sha256": hashlib.sha256(pathlib.Path(output).read_bytes()).hexdigest(),
+        "sha256": hashlib.sha256(
+            b"".join(pathlib.Path(o["file"]).read_bytes() for o in summary["outputs"])
+        ).hexdigest(),
     }
 
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO
 
 from absl import logging
 
@@ -55,9 +56,10 @@ class CorpusConfig:
 
 @dataclasses.dataclass
 class Document:
-    """One document: its global index (reading order), where it starts, and its raw sentences."""
+    """One document: its index (file number, ordinal in the file), where it starts, and its raw
+    sentences. The index needs nothing but the file itself, so files can be read apart."""
 
-    index: int
+    index: tuple[int, int]
     source: str
     sentences: list[str]
     num_chars: int
@@ -85,6 +87,16 @@ class SkipLog:
         elif shown == _LOGGED_PER_REASON:
             logging.warning("further '%s' skips are counted in the summary but not logged", reason)
         self._logged[reason] = shown + 1
+
+    def merge(self, entries: Sequence[dict]) -> None:
+        """Adds another log's `entries()` (e.g. a worker's), without logging them again."""
+        for other in entries:
+            entry = self._entries.setdefault(
+                (other["file"], other["reason"]),
+                {"file": other["file"], "reason": other["reason"], "count": 0, "first_lines": []},
+            )
+            entry["count"] += other["count"]
+            entry["first_lines"] = sorted(entry["first_lines"] + other["first_lines"])[:10]
 
     def entries(self) -> list[dict]:
         """Every skipped input: file, reason, count and the first line numbers."""
@@ -126,11 +138,14 @@ def check_readable(paths: Sequence[str]) -> None:
             raise InputError(f"cannot read input file {path}: {e.strerror or e}") from e
 
 
-def _open(path: str):
+def open_local(path: str) -> BinaryIO:
+    """A local (gzip) file for reading bytes; other openers (e.g. Beam's filesystems) fit too."""
     return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
 
 
-def read_lines(path: str, max_line_bytes: int, skips: SkipLog) -> Iterator[tuple[int, str]]:
+def read_lines(
+    path: str, max_line_bytes: int, skips: SkipLog, opener: Callable[[str], BinaryIO] = open_local
+) -> Iterator[tuple[int, str]]:
     """(line number, decoded line without line ending) of the good lines of a (gzip) file.
 
     Empty files, lines over `max_line_bytes`, NUL bytes, invalid UTF-8 and read errors are
@@ -138,7 +153,7 @@ def read_lines(path: str, max_line_bytes: int, skips: SkipLog) -> Iterator[tuple
     """
     number = 0
     try:
-        with _open(path) as f:
+        with opener(path) as f:
             while True:
                 raw = f.readline(max_line_bytes + 2)  # room for "\r\n"
                 if not raw:
@@ -188,8 +203,9 @@ def _is_blank(line: str) -> bool:
 class _DocumentBuilder:
     """Accumulates sentences of one file into documents capped at `max_document_chars`."""
 
-    def __init__(self, path: str, first_index: int, max_chars: int):
-        self.path, self.next_index, self.max_chars = path, first_index, max_chars
+    def __init__(self, path: str, file_number: int, max_chars: int):
+        self.path, self.file_number, self.max_chars = path, file_number, max_chars
+        self.next_ordinal = 0
         self.sentences: list[str] = []
         self.chars = 0
         self.start_line = 0
@@ -207,9 +223,12 @@ class _DocumentBuilder:
         if not self.sentences:
             return None
         doc = Document(
-            self.next_index, f"{self.path}:{self.start_line}", self.sentences, self.chars
+            (self.file_number, self.next_ordinal),
+            f"{self.path}:{self.start_line}",
+            self.sentences,
+            self.chars,
         )
-        self.next_index += 1
+        self.next_ordinal += 1
         self.sentences, self.chars = [], 0
         return doc
 
@@ -250,37 +269,45 @@ def _paragraph_sentences(
 def read_documents(
     paths: Sequence[str], config: CorpusConfig, skips: SkipLog
 ) -> Iterator[Document]:
-    """Streams the documents of all files in order, with global indices 0, 1, 2, ..."""
-    index = 0
+    """Streams the documents of all files in order (file number = position in `paths`)."""
     for file_number, path in enumerate(paths):
-        logging.info("reading %s (%d/%d)", path, file_number + 1, len(paths))
-        builder = _DocumentBuilder(path, index, config.max_document_chars)
-        lines = read_lines(path, config.max_line_bytes, skips)
-        units = (
-            _sentence_lines(lines)
-            if config.input_format == "sentences"
-            else _paragraph_sentences(lines, config)
+        yield from read_file_documents(file_number, path, config, skips)
+
+
+def read_file_documents(
+    file_number: int,
+    path: str,
+    config: CorpusConfig,
+    skips: SkipLog,
+    opener: Callable[[str], BinaryIO] = open_local,
+) -> Iterator[Document]:
+    """Streams the documents of one file, indexed (file_number, 0), (file_number, 1), ..."""
+    builder = _DocumentBuilder(path, file_number, config.max_document_chars)
+    lines = read_lines(path, config.max_line_bytes, skips, opener)
+    units = (
+        _sentence_lines(lines)
+        if config.input_format == "sentences"
+        else _paragraph_sentences(lines, config)
+    )
+    produced = 0
+    for number, sentences in units:
+        if sentences:
+            builder.add(sentences, number)
+        # A blank line ends a document in the sentence format; a full document ends anywhere.
+        doc = (
+            builder.take()
+            if (not sentences and config.input_format == "sentences") or builder.full()
+            else None
         )
-        produced = 0
-        for number, sentences in units:
-            if sentences:
-                builder.add(sentences, number)
-            # A blank line ends a document in the sentence format; a full document ends anywhere.
-            doc = (
-                builder.take()
-                if (not sentences and config.input_format == "sentences") or builder.full()
-                else None
-            )
-            if doc is not None:
-                produced += 1
-                yield doc
-        last = builder.take()
-        if last is not None:
+        if doc is not None:
             produced += 1
-            yield last
-        if produced == 0 and not skips.has(path, "empty_file"):
-            skips.skip(path, "no_text")
-        index = builder.next_index
+            yield doc
+    last = builder.take()
+    if last is not None:
+        produced += 1
+        yield last
+    if produced == 0 and not skips.has(path, "empty_file"):
+        skips.skip(path, "no_text")
 
 
 def batch_documents(documents: Iterator[Document], batch_chars: int) -> Iterator[list[Document]]:

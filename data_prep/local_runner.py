@@ -15,7 +15,6 @@ instances of all passes become this one bounded shuffle buffer.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import multiprocessing
 import os
 import random
@@ -25,9 +24,9 @@ from collections.abc import Callable, Iterable, Iterator
 from absl import logging
 
 from albert_tf import records
-from albert_tf.io import write_json
 from data_prep import corpus, writer
 from data_prep.stats import Stats
+from data_prep.summary import job_summary, write_summary
 from data_prep.units import DataPrepConfig, DocumentPool, PoolProcessor, derive_seed, read_pools
 
 _WORKER: PoolProcessor | None = None
@@ -96,8 +95,9 @@ def run(config: DataPrepConfig) -> dict:
             out.commit()
     finally:
         _WORKER = None  # the forked workers have their copy; release the model here
-    summary = _summary(config, paths, outputs, out.counts, stats, skips, time.monotonic() - started)
-    _write_summary(summary_path, summary)
+    elapsed = time.monotonic() - started
+    summary = job_summary(config, paths, outputs, out.counts, stats, skips, elapsed, "local")
+    write_summary(summary_path, summary)
     logging.info(
         "wrote %d instances to %d file(s) in %.1fs; summary %s",
         stats.instances,
@@ -161,57 +161,3 @@ class _Progress:
                 stats.instances,
                 stats.instances / max(now - self.start, 1e-9),
             )
-
-
-def _summary(
-    config: DataPrepConfig,
-    paths: list[str],
-    outputs: list[str],
-    counts: list[int],
-    stats: Stats,
-    skips: corpus.SkipLog,
-    elapsed: float,
-) -> dict:
-    settings = {
-        "spm_model_file": config.spm_model_file,
-        "do_lower_case": config.do_lower_case,
-        "random_seed": config.random_seed,
-        "dupe_factor": config.dupe_factor,
-        "masking_mode": config.masking_mode,
-        **dataclasses.asdict(config.pair),
-        **dataclasses.asdict(config.masking),
-        **dataclasses.asdict(config.corpus),
-        "num_workers": config.num_workers,
-        "shuffle_buffer_size": config.shuffle_buffer_size,
-        "batch_chars": config.batch_chars,
-    }
-    return {
-        "inputs": paths,
-        "outputs": [{"file": p, "instances": n} for p, n in zip(outputs, counts)],
-        "settings": settings,
-        "masking": _masking(config),
-        **stats.summary(masked=config.masking_mode == "static"),
-        "skipped": skips.entries(),
-        "skipped_lines": sum(
-            e["count"] for e in skips.entries() if e["reason"] not in ("empty_file", "no_text")
-        ),
-        "elapsed_seconds": round(elapsed, 3),
-    }
-
-
-def _masking(config: DataPrepConfig) -> dict:
-    """What the records hold and how to mask them: `mode` "static" (masked here, these settings
-    applied) or "dynamic" (unmasked; the trainer masks with these settings on every read)."""
-    dynamic = config.masking_mode == "dynamic"
-    return {
-        "mode": config.masking_mode,
-        "features": list(records.UNMASKED_FEATURE_NAMES if dynamic else records.FEATURE_NAMES),
-        **dataclasses.asdict(config.masking),
-    }
-
-
-def _write_summary(path: str, summary: dict) -> None:
-    try:
-        write_json(path, summary, sort_keys=False)  # in the order `_summary` built it
-    except OSError as e:
-        raise writer.OutputError(f"cannot write summary {path}: {e.strerror or e}") from e

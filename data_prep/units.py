@@ -1,25 +1,27 @@
 """The runner-independent core of data prep: the job config, seeds, and the unit of work.
 
-The unit of work is a `DocumentPool`: consecutive documents in reading order, grouped by content
-alone (`read_pools`: until they hold `batch_chars` characters) and keyed by its ordinal. A runner
+The unit of work is a `DocumentPool`: consecutive documents of one input file, grouped by content
+alone (`read_file_pools`: until they hold `batch_chars` characters) and keyed by (file number,
+ordinal in the file), so every file can be read into pools on its own, by any worker. A runner
 hands each pool to `PoolProcessor.instance_records`, which yields the pool's framed TFRecord records
 and counts its statistics. The contract every runner relies on:
 
 - A pool's records depend only on the instance settings of the job config (seed, tokenizer, dupe
-  factor, pair and masking settings, masking mode) and on the pool's documents (global indices
-  and sentences): not on its key, on the pools processed before it, on the process, the runner,
-  the number of workers or the scheduling.
+  factor, pair and masking settings, masking mode) and on the pool's documents (their indices
+  (file number, ordinal in the file) and sentences): not on its key, on the pools processed before
+  it, on the process, the runner, the number of workers or the scheduling.
 - Random-document segments (the single-sentence leak, NSP mode) are drawn only from the pool's own
   documents (those that keep a sentence after tokenization).
 - Each (document, dupe pass) draws from its own `random.Random`, seeded with
-  `derive_seed(random_seed, global document index, dupe pass)`; records come pass by pass, documents
+  `derive_seed(random_seed, document index, dupe pass)`; records come pass by pass, documents
   in reading order within a pass. A document's pairs are all drawn before any of them is masked,
   so `masking_mode="dynamic"` gives the same instances as static masking, unmasked, in the same
   order.
 
-So the records of all pools, in key order, through a `writer.ShuffleBuffer` seeded with
-`derive_seed(random_seed, "shuffle")` and written round-robin, are the same shards whatever produced
-them. This differs from the original, which drew random documents from the whole corpus.
+So every runner produces the same multiset of records. The local runner writes them in key order
+through a `writer.ShuffleBuffer` seeded with `derive_seed(random_seed, "shuffle")`, round-robin into
+the shards; the Beam runner shuffles them fully by a key derived from the seed. This differs from
+the original, which drew random documents from the whole corpus.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ import dataclasses
 import hashlib
 import os
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import BinaryIO
+
+from absl import logging
 
 from albert_tf import records
 from data_prep import corpus, instances
@@ -100,21 +105,42 @@ class DocumentPool:
     """One unit of work: consecutive documents, which are also its random-document pool.
 
     Args:
-      key: the pool's ordinal in reading order; runners order output by it, records ignore it.
-      documents: (global document index, raw sentences) per document, in reading order.
+      key: (file number, the pool's ordinal in the file); runners order by it, records ignore it.
+      documents: ((file number, ordinal in the file), raw sentences) per document, in reading
+        order.
+
+    Example:
+      >>> pool = DocumentPool((0, 0), (((0, 0), ("A sentence.", "Another.")),))
+      >>> pool.documents[0][0]
+      (0, 0)
     """
 
-    key: int
-    documents: tuple[tuple[int, tuple[str, ...]], ...]
+    key: tuple[int, int]
+    documents: tuple[tuple[tuple[int, int], tuple[str, ...]], ...]
 
 
 def read_pools(
     paths: Sequence[str], config: DataPrepConfig, skips: corpus.SkipLog
 ) -> Iterator[DocumentPool]:
     """The pools of the input files in key order, streaming (bad input is counted in `skips`)."""
-    documents = corpus.read_documents(paths, config.corpus, skips)
-    for key, batch in enumerate(corpus.batch_documents(documents, config.batch_chars)):
-        yield DocumentPool(key, tuple((d.index, tuple(d.sentences)) for d in batch))
+    for file_number, path in enumerate(paths):
+        logging.info("reading %s (%d/%d)", path, file_number + 1, len(paths))
+        yield from read_file_pools(file_number, path, config, skips)
+
+
+def read_file_pools(
+    file_number: int,
+    path: str,
+    config: DataPrepConfig,
+    skips: corpus.SkipLog,
+    opener: Callable[[str], BinaryIO] = corpus.open_local,
+) -> Iterator[DocumentPool]:
+    """The pools of one input file (the `file_number`-th of the job), streaming."""
+    documents = corpus.read_file_documents(file_number, path, config.corpus, skips, opener)
+    for ordinal, batch in enumerate(corpus.batch_documents(documents, config.batch_chars)):
+        yield DocumentPool(
+            (file_number, ordinal), tuple((d.index, tuple(d.sentences)) for d in batch)
+        )
 
 
 class PoolProcessor:

@@ -5,7 +5,8 @@ r"""Text -> masked SOP instances -> TFRecords, with the flags of the original `c
 
 Every flag of the original keeps its name and default, except that --max_predictions_per_seq follows a
 --max_seq_length under 20 down (its default is min(20, --max_seq_length): 20 at the default 512). The
-additions are --num_workers, --num_output_shards, --input_format, --single_sentence_random_doc,
+additions are --runner (local or beam, with --beam_runner and --beam_pipeline_options),
+--num_workers, --num_output_shards, --input_format, --single_sentence_random_doc,
 --masking and the bounds below. A JSON summary is written beside the outputs. This CLI never imports
 TensorFlow.
 
@@ -135,6 +136,26 @@ flags.DEFINE_string(
     "summary_file", None, "Summary JSON (default: beside the first output, .summary.json)."
 )
 
+flags.DEFINE_enum(
+    "runner",
+    "local",
+    ["local", "beam"],
+    "local: worker processes on this machine. beam: Apache Beam (pip install -r "
+    "requirements-beam.txt), on --beam_runner; same instances, fully shuffled by the seed.",
+)
+flags.DEFINE_enum(
+    "beam_runner",
+    "FnApiRunner",
+    list(pipeline.BEAM_RUNNERS),
+    "The Beam runner (--runner=beam). FnApiRunner: this machine, --num_workers processes.",
+)
+flags.DEFINE_string(
+    "beam_pipeline_options",
+    "",
+    "Further Beam pipeline options, shell-quoted, e.g. '--project=P --region=R "
+    "--temp_location=gs://B/tmp --setup_file=./setup.py' (--runner=beam).",
+)
+
 flags.mark_flags_as_required(["input_file", "output_file"])
 
 
@@ -192,8 +213,17 @@ def main(argv):
     del argv
     try:
         config = config_from_flags()
-        pipeline.run(config)
-    except (corpus.InputError, writer.OutputError, FileNotFoundError, ValueError) as e:
+        if FLAGS.runner == "beam":
+            pipeline.run_on_beam(config, FLAGS.beam_runner, FLAGS.beam_pipeline_options)
+        else:
+            pipeline.run(config)
+    except (
+        corpus.InputError,
+        writer.OutputError,
+        FileNotFoundError,
+        ValueError,
+        RuntimeError,
+    ) as e:
         logging.error("%s", e)
         print(f"create_pretraining_data: error: {e}", file=sys.stderr)
         sys.exit(1)

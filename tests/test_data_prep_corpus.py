@@ -37,7 +37,8 @@ def test_sentence_format_documents(tmp_path):
         ["Third."],
         ["Fourth.", "Fifth."],
     ]
-    assert [d.index for d in docs] == [0, 1, 2]
+    # (file number, ordinal in the file): each file's documents are numbered on their own.
+    assert [d.index for d in docs] == [(0, 0), (0, 1), (1, 0)]
     assert docs[0].source.endswith("a.txt:1") and docs[1].source.endswith("a.txt:6")
     assert (
         skips.entries() == []

@@ -51,9 +51,9 @@ def _process(processor, pool):
 
 
 def test_pools_are_keyed_consecutive_documents(pools):
-    assert len(pools) > 5 and [p.key for p in pools] == list(range(len(pools)))
+    assert len(pools) > 5 and [p.key for p in pools] == [(0, k) for k in range(len(pools))]
     indices = [i for p in pools for i, _ in p.documents]
-    assert indices == list(range(len(indices)))
+    assert indices == [(0, k) for k in range(len(indices))]
     assert hash(pools[0]) == hash(dataclasses.replace(pools[0]))  # frozen, hashable: a keyed unit
 
 
@@ -108,7 +108,7 @@ def test_only_the_seed_and_the_pools_own_documents_determine_its_records(pools, 
     first_dropped = dataclasses.replace(target, documents=target.documents[1:])
     assert _process(processor, first_dropped)[0] != reference
     shifted = dataclasses.replace(
-        target, documents=tuple((i + 1000, s) for i, s in target.documents)
+        target, documents=tuple(((f, i + 1000), s) for (f, i), s in target.documents)
     )
     assert _process(processor, shifted)[0] != reference
     other_seed = units.PoolProcessor(_config(random_seed=1), encode_threads=1)

@@ -1,0 +1,116 @@
+"""Benchmark: the data job on Apache Beam (FnApiRunner, 2 worker processes) against the local runner
+(2 worker processes), side by side, and what a corpus of 16 GB or 1 TB would take.
+
+    python benchmarks/data_prep_beam.py [--corpus_dir DIR] [--spm_model_file MODEL] [--rounds 2]
+
+Both run the CLI as a subprocess on the 11 Gutenberg novels (--input_format=paragraphs,
+--max_seq_length=128, --dupe_factor=2, --num_output_shards=4), alternating local and Beam for
+`--rounds` rounds; reported: the median wall time of each and their ratio (target: Beam within 2x),
+CPU time, peak RSS of the largest process, and whether the two hold the same multiset of records.
+Then both on the corpus listed four times into four times the shards: the ratio as the fixed costs (Beam's start-up, its
+worker processes) weigh less, and whether a worker's RSS grows with the corpus (it must not; the
+FnApiRunner itself holds the shuffle in memory, which Dataflow, Flink and Spark do not).
+
+The projection for 16 GB and 1 TB multiplies the measured CPU-seconds per MB of text (from the two
+corpus sizes, so the fixed cost drops out) for workers of one core; arithmetic, not a run.
+"""
+
+import argparse
+import math
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a checkout
+
+from benchmarks.data_prep import run_job  # noqa: E402
+from benchmarks.machine import describe as describe_machine  # noqa: E402
+
+
+def _multiset(summary: dict) -> list[bytes]:
+    from albert_tf import records
+
+    out = []
+    for o in summary["outputs"]:
+        with open(o["file"], "rb") as f:
+            out.extend(records.iter_framed_records(f))
+    return sorted(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--corpus_dir", default=str(REPO.parent / "shared" / "data" / "corpus" / "gutenberg")
+    )
+    parser.add_argument(
+        "--spm_model_file",
+        default=str(REPO / "tests" / "fixtures" / "albert_spm" / "30k-clean.model"),
+    )
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    files = sorted(pathlib.Path(args.corpus_dir).glob("*.txt"))
+    corpus = os.path.join(args.corpus_dir, "*.txt")
+    megabytes = sum(f.stat().st_size for f in files) / 1e6
+    shards = ("--num_output_shards=4",)
+    beam = shards + ("--runner=beam", "--beam_runner=FnApiRunner")
+    print(f"machine: {describe_machine()}, load average {os.getloadavg()[0]:.1f}")
+    print(f"corpus: {corpus} ({len(files)} files, {megabytes:.1f} MB), seq 128, dupe 2, 2 workers")
+    runs = {"local": [], "beam": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.rounds):
+            for name, flags in (("local", shards), ("beam", beam)):
+                out = os.path.join(tmp, f"{name}{r}")
+                runs[name].append(run_job(corpus, out, args.spm_model_file, 2, flags))
+        same = _multiset(runs["local"][-1]["summary"]) == _multiset(runs["beam"][-1]["summary"])
+        identical = len({r["sha256"] for r in runs["beam"]}) == 1
+        # Four times the shards too, so that a shard (which one worker sorts) keeps its size.
+        bigger = {
+            name: run_job(
+                ",".join([corpus] * 4),
+                os.path.join(tmp, f"{name}_x4"),
+                args.spm_model_file,
+                2,
+                flags + ("--num_output_shards=16",),
+            )
+            for name, flags in (("local", shards), ("beam", beam))
+        }
+    wall = {k: statistics.median(r["wall_s"] for r in v) for k, v in runs.items()}
+    for name, results in runs.items():
+        last = results[-1]
+        print(
+            f"  {name:6s} wall {', '.join('%.1f' % r['wall_s'] for r in results)} s "
+            f"(median {wall[name]:.1f}), CPU {last['cpu_s']:.1f} s, {last['instances']} instances, "
+            f"peak RSS: CLI process {last['peak_main_rss_mb']:.0f} MB, largest worker "
+            f"{last['peak_worker_rss_mb']:.0f} MB"
+        )
+    print(f"  Beam / local wall time: {wall['beam'] / wall['local']:.2f}x (target <= 2x)")
+    print(f"  same multiset of records: {same}; Beam runs byte-identical: {identical}")
+    ratio_x4 = bigger["beam"]["wall_s"] / bigger["local"]["wall_s"]
+    print(
+        f"  corpus listed 4 times ({4 * megabytes:.0f} MB, 16 shards): local {bigger['local']['wall_s']:.1f} s, "
+        f"Beam {bigger['beam']['wall_s']:.1f} s ({ratio_x4:.2f}x); Beam's largest worker "
+        f"{bigger['beam']['peak_worker_rss_mb']:.0f} MB (x1: {runs['beam'][-1]['peak_worker_rss_mb']:.0f} MB), "
+        f"its CLI process (the FnApiRunner, which holds the shuffle in memory) "
+        f"{bigger['beam']['peak_main_rss_mb']:.0f} MB (x1: {runs['beam'][-1]['peak_main_rss_mb']:.0f} MB)"
+    )
+    # The fixed cost (start-up, worker processes, pipeline set-up) and the cost per MB, from the
+    # two corpus sizes; per MB is what a cluster of one-core workers divides.
+    per_mb = (bigger["beam"]["cpu_s"] - runs["beam"][-1]["cpu_s"]) / (3 * megabytes)
+    fixed = runs["beam"][-1]["cpu_s"] - per_mb * megabytes
+    print(f"  Beam: {fixed:.1f} CPU-s fixed + {per_mb:.2f} CPU-s per MB of text (dupe 2, seq 128)")
+    for label, mb in (("16 GB", 16e3), ("1 TB", 1e6)):
+        cpu_hours = per_mb * mb / 3600
+        for workers in (32, 256):
+            print(
+                f"  {label}: {cpu_hours:,.0f} CPU-hours; on {workers} one-core workers "
+                f"~{math.ceil(cpu_hours / workers * 60):,} min"
+            )
+
+
+if __name__ == "__main__":
+    main()
