@@ -9,6 +9,7 @@ task's `DevScorer`.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -44,20 +45,65 @@ class CheckpointEvaluator:
       output_dir: where the checkpoints are; `eval_results.json` and `model.ckpt-best` go there.
       keep_all_checkpoints: else evaluated checkpoints that are neither the best nor the latest
         are deleted, as the original did.
+      copy_best: copy the best to `model.ckpt-best`; off to score a checkpoint that lives
+        elsewhere (an `init_checkpoint`), which is then neither copied nor deleted.
 
     Example:
       evaluator = CheckpointEvaluator(scorer, "out/mrpc")
       evaluator.evaluate(model, 100, "out/mrpc/model.ckpt-100")  # also writes the JSON
     """
 
-    def __init__(self, scorer: DevScorer, output_dir: str, keep_all_checkpoints: bool = False):
+    def __init__(
+        self,
+        scorer: DevScorer,
+        output_dir: str,
+        keep_all_checkpoints: bool = False,
+        copy_best: bool = True,
+    ):
         self.scorer = scorer
         self.output_dir = output_dir
-        self.keep_all_checkpoints = keep_all_checkpoints
+        self.keep_all_checkpoints = keep_all_checkpoints or not copy_best
+        self.copy_best = copy_best
         self.key = scorer.selection_metric
         self.history: list[dict] = []
         self.best: dict | None = None
         self._copied: str | None = None  # checkpoint last copied to model.ckpt-best
+
+    @property
+    def steps(self) -> list[int]:
+        """The steps evaluated so far, in order."""
+        return [entry["step"] for entry in self.history]
+
+    def restore(self, up_to_step: int) -> None:
+        """Takes up the scores of an interrupted run from its `eval_results.json` (same task
+        and metric, checkpoints of this `output_dir`), those of steps up to `up_to_step` (where
+        it resumes); does nothing without one."""
+        path = os.path.join(self.output_dir, EVAL_RESULTS)
+        if not os.path.isfile(path):
+            return
+        with open(path, encoding="utf-8") as f:
+            results = json.load(f)
+        if results.get("task") != self.scorer.name or results.get("selection_metric") != self.key:
+            logging.warning("%s is of another task or metric: not taken up", path)
+            return
+        output_dir = os.path.abspath(self.output_dir)
+        if os.path.dirname(os.path.abspath(results["best"]["checkpoint"])) != output_dir:
+            logging.warning("%s scored a checkpoint outside %s: not taken up", path, output_dir)
+            return
+        for row in results["history"]:
+            if row["step"] <= up_to_step:
+                metrics = {k: _from_json(v) for k, v in row.items() if k != "step"}
+                prefix = os.path.join(output_dir, f"{CHECKPOINT_PREFIX}-{row['step']}")
+                self.history.append({"step": row["step"], "checkpoint": prefix, "metrics": metrics})
+        for entry in self.history:  # the original's rule, replayed: the first highest
+            if self.best is None or _better(
+                entry["metrics"][self.key], self.best["metrics"][self.key]
+            ):
+                self.best = entry
+        copied = os.path.exists(os.path.join(self.output_dir, BEST_CHECKPOINT + ".index"))
+        if self.best is not None and copied and self.best["step"] == results["best"]["step"]:
+            self._copied = self.best["checkpoint"]
+        logging.info("Took up the scores of %d checkpoints from %s", len(self.history), path)
 
     def evaluate(self, model, step: int, prefix: str) -> dict:
         """Scores `model` (holding checkpoint `prefix`'s weights) and records the result."""
@@ -69,7 +115,9 @@ class CheckpointEvaluator:
         logging.info(
             "step %d: %s (best %s %.4f at step %d)",
             step,
-            ", ".join(f"{k}={v:.4f}" for k, v in metrics.items() if k != "num_examples"),
+            ", ".join(
+                f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()
+            ),
             self.key,
             self.best["metrics"][self.key],
             self.best["step"],
@@ -81,19 +129,21 @@ class CheckpointEvaluator:
     def _prune(self):
         if self.keep_all_checkpoints:
             return
-        keep = {self.best["checkpoint"], self.history[-1]["checkpoint"]}
+        keep = {os.path.abspath(e["checkpoint"]) for e in (self.best, self.history[-1])}
         for entry in self.history:
-            if entry["checkpoint"] not in keep:
+            if os.path.abspath(entry["checkpoint"]) not in keep:
                 _remove_checkpoint(entry["checkpoint"])
 
     def write(self) -> dict:
-        """Writes `eval_results.json` (final and best) and copies the best to `model.ckpt-best`."""
+        """Writes `eval_results.json` (final and best) and copies the best to `model.ckpt-best`
+        (unless `copy_best` is off)."""
         output_dir = self.output_dir
         best = dict(self.best)
-        best["copied_to"] = os.path.join(output_dir, BEST_CHECKPOINT)
-        if self._copied != best["checkpoint"]:
-            _copy_checkpoint(best["checkpoint"], best["copied_to"])
-            self._copied = best["checkpoint"]
+        if self.copy_best:
+            best["copied_to"] = os.path.join(output_dir, BEST_CHECKPOINT)
+            if self._copied != best["checkpoint"]:
+                _copy_checkpoint(best["checkpoint"], best["copied_to"])
+                self._copied = best["checkpoint"]
         results = {
             "task": self.scorer.name,
             "selection_metric": self.key,
@@ -107,6 +157,11 @@ class CheckpointEvaluator:
         }
         write_json(os.path.join(output_dir, EVAL_RESULTS), results)
         return results
+
+
+def _from_json(value):
+    # write_json stores undefined metrics (NaN) as null.
+    return math.nan if value is None else value
 
 
 def _better(value: float, best: float) -> bool:

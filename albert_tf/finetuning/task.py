@@ -18,7 +18,10 @@ from albert_tf.config import AlbertConfig
 
 
 class LoopSettings(Protocol):
-    """The original fine-tuning scripts' shared flags the loop reads (same names)."""
+    """The original fine-tuning scripts' shared flags the loop reads (same names).
+
+    Settings may also hold `mixed_precision` ("none", "bf16" or "fp16"; "none" when absent).
+    """
 
     output_dir: str
     init_checkpoint: str | None

@@ -1,0 +1,345 @@
+"""RACE fine-tuning as the original `run_race.py`, on the task-agnostic loop.
+
+`RaceFinetuneTask` is what the loop (`albert_tf.finetuning.loop`) needs from RACE: an
+`AlbertMultipleChoice`, the questions of `<data_dir>/RACE/<split>/{middle,high}/all.txt` packed
+as the original (cached as TFRecords: `train_file`, `eval_file`, `predict_file`), dev accuracy
+(overall, middle, high) and loss with the best checkpoint kept by `eval_accuracy`, the original's
+`predict_results.txt` (the test split's metrics) plus each question's answer, and a `.keras`
+export.
+
+Deliberate differences, none changing the maths: training questions are shuffled (seeded) before
+they are written, where the original read middle school then high school through a 100-question
+buffer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import random
+import shutil
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
+from albert_tf.config import AlbertConfig
+from albert_tf.finetuning import loop
+from albert_tf.io import atomic_path, write_json, write_text
+from albert_tf.modeling.heads.multiple_choice import AlbertMultipleChoice
+from albert_tf.tasks.race import inputs as race_inputs
+from albert_tf.tasks.race.inputs import EncodedRaceSplit, RaceDevScorer
+from albert_tf.tasks.race.examples import LABELS, LEVELS, read_race_examples
+from albert_tf.tasks.race.features import convert_race_example
+from albert_tf.tasks.race.metrics import race_metrics
+from albert_tf.text.tokenization import AlbertTokenizer
+
+# The original release's recommended recipe (its v2 models also used dropout_prob 0, which
+# depends on the model, so it is left to the flag).
+RECIPES: dict[str, dict] = {
+    "race": dict(
+        learning_rate=1e-5,
+        train_batch_size=32,
+        eval_batch_size=8,
+        train_step=12000,
+        warmup_step=1000,
+        save_checkpoints_steps=100,
+        max_seq_length=512,
+        max_qa_length=128,
+    )
+}
+_CACHE_NAMES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "predict.tf_record"}
+
+
+@dataclasses.dataclass
+class RaceConfig:
+    """One RACE job; defaults are the original `run_race.py` flag defaults.
+
+    `train_file`, `eval_file`, `predict_file` are the TFRecord caches of the train, dev and test
+    splits (default: in `output_dir`).
+
+    Args:
+      data_dir: the folder holding `RACE/{train,dev,test}/{middle,high}/all.txt`.
+      output_dir, spm_model_file, ...: the original flags of the same names.
+
+    Example:
+      config = RaceConfig("data", "out/race", "30k-clean.model", **RECIPES["race"])
+    """
+
+    data_dir: str
+    output_dir: str
+    spm_model_file: str
+    albert_config_file: str | None = None
+    init_checkpoint: str | None = None
+    task_name: str = "race"
+    train_file: str | None = None
+    eval_file: str | None = None
+    predict_file: str | None = None
+    do_lower_case: bool = True
+    dropout_prob: float = 0.1
+    max_seq_length: int = 512
+    max_qa_length: int = 128
+    high_only: bool = False
+    middle_only: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 1e-5
+    train_step: int = 12000
+    warmup_step: int = 1000
+    save_checkpoints_steps: int = 100
+    optimizer: str = "adamw"
+    export_dir: str | None = None
+    keep_all_checkpoints: bool = False
+    jit_compile: bool = False
+    mixed_precision: str = "none"
+    seed: int = 12345
+    log_every_steps: int = 50
+
+    def __post_init__(self):
+        if self.task_name.lower() != "race":
+            raise ValueError(f"Task not found: {self.task_name}")
+        if self.high_only and self.middle_only:
+            raise ValueError("high_only and middle_only exclude each other")
+        for name in (
+            "max_seq_length",
+            "max_qa_length",
+            "train_step",
+            "train_batch_size",
+            "eval_batch_size",
+            "predict_batch_size",
+            "save_checkpoints_steps",
+            "log_every_steps",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.warmup_step <= self.train_step:
+            raise ValueError(f"warmup_step must be in [0, train_step], got {self.warmup_step}")
+        if self.max_qa_length + 3 > self.max_seq_length:
+            raise ValueError(
+                f"max_qa_length={self.max_qa_length} leaves no room for the passage in "
+                f"max_seq_length={self.max_seq_length}"
+            )
+        for split, attribute in (
+            ("train", "train_file"),
+            ("dev", "eval_file"),
+            ("test", "predict_file"),
+        ):
+            if getattr(self, attribute) is None:
+                setattr(self, attribute, os.path.join(self.output_dir, _CACHE_NAMES[split]))
+
+    def cache_file(self, split: str) -> str:
+        """The TFRecord cache of a split ("train", "dev" or "test")."""
+        return {"train": self.train_file, "dev": self.eval_file, "test": self.predict_file}[split]
+
+
+def _digest(paths: list[str]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+class RaceFinetuneTask:
+    """One RACE job as the fine-tuning loop sees it (`albert_tf.finetuning.task.Task`).
+
+    Args:
+      settings: the job's `RaceConfig`.
+      tokenizer: the SentencePiece tokenizer; built from `settings` when not given.
+
+    Example:
+      task = RaceFinetuneTask(RaceConfig("data", "out/race", "30k-clean.model"))
+      loop.run(task, do_train=True, do_eval=True, do_predict=False)
+    """
+
+    name = "race"
+
+    def __init__(self, settings: RaceConfig, tokenizer: AlbertTokenizer | None = None):
+        self.settings = settings
+        self._tokenizer = tokenizer
+
+    @property
+    def tokenizer(self) -> AlbertTokenizer:
+        """The job's tokenizer, loaded on first use."""
+        if self._tokenizer is None:
+            self._tokenizer = AlbertTokenizer(
+                self.settings.spm_model_file, do_lower_case=self.settings.do_lower_case
+            )
+        return self._tokenizer
+
+    def build_model(self, albert_config: AlbertConfig) -> AlbertMultipleChoice:
+        """A fresh `AlbertMultipleChoice` (4 choices, the job's `dropout_prob`)."""
+        return AlbertMultipleChoice(
+            albert_config, dropout_prob=self.settings.dropout_prob, seed=self.settings.seed
+        )
+
+    def initialize(self, model: AlbertMultipleChoice, checkpoint: str) -> None:
+        """Pretrained backbone (TF1 or `.keras`), and the head when the checkpoint has it."""
+        initialize_task_model(model, checkpoint)
+
+    def load(self, model: AlbertMultipleChoice, checkpoint: str) -> None:
+        """Every weight, head included, from a TF1-named RACE checkpoint (ours or original)."""
+        load_task_checkpoint(model, checkpoint)
+
+    def _split_files(self, split: str) -> list[str]:
+        c = self.settings
+        levels = [
+            lv
+            for lv in LEVELS
+            if not (c.high_only and lv == "middle" or c.middle_only and lv == "high")
+        ]
+        return [os.path.join(c.data_dir, "RACE", split, level, "all.txt") for level in levels]
+
+    def encode(self, split: str) -> EncodedRaceSplit:
+        """A split's questions, with their packed inputs cached as TFRecords."""
+        c = self.settings
+        examples = read_race_examples(
+            c.data_dir, split, c.middle_only, c.high_only, c.do_lower_case
+        )
+        if not examples:
+            raise ValueError(f"{c.data_dir}/RACE/{split}: no questions")
+        in_file_order = list(examples)
+        if split == "train":
+            random.Random(c.seed).shuffle(examples)
+        settings = {
+            "data_sha256": _digest(self._split_files(split)),
+            "spm_model_sha256": _digest([c.spm_model_file]),
+            "do_lower_case": c.do_lower_case,
+            "max_seq_length": c.max_seq_length,
+            "max_qa_length": c.max_qa_length,
+            "middle_only": c.middle_only,
+            "high_only": c.high_only,
+            **({"shuffle_seed": c.seed} if split == "train" else {}),
+        }
+        path = c.cache_file(split)
+        count = race_inputs.cached_race_records(
+            path,
+            settings,
+            lambda: (
+                convert_race_example(e, self.tokenizer, c.max_seq_length, c.max_qa_length)
+                for e in examples
+            ),
+            f"{split} features",
+        )
+        if count != len(examples):
+            raise ValueError(
+                f"{path} holds {count} questions, {c.data_dir}/RACE/{split} {len(examples)}; "
+                "delete it to rebuild it"
+            )
+        return EncodedRaceSplit(examples if split == "train" else in_file_order, path)
+
+    def _batches(self, split: EncodedRaceSplit, batch_size: int) -> tf.data.Dataset:
+        return race_inputs.race_dataset(
+            split.record_file,
+            self.settings.max_seq_length,
+            batch_size,
+            training=False,
+            num_records=len(split.examples),
+        )
+
+    def train_dataset(self) -> tuple[tf.data.Dataset, int]:
+        """Shuffled, repeated training batches and the number of training questions."""
+        c = self.settings
+        train = self.encode("train")
+        dataset = race_inputs.race_dataset(
+            train.record_file, c.max_seq_length, c.train_batch_size, training=True, seed=c.seed
+        )
+        return dataset, len(train.examples)
+
+    def dev_scorer(self) -> RaceDevScorer:
+        """The dev split, encoded once, as a scorer."""
+        dev = self.encode("dev")
+        return RaceDevScorer(self.name, dev, self._batches(dev, self.settings.eval_batch_size))
+
+    def check_predict_inputs(self) -> None:
+        """Raises when a test split's file is missing."""
+        for path in self._split_files("test"):
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"RACE test file not found: {path}")
+
+    def predict_inputs(self) -> EncodedRaceSplit:
+        """The test split, encoded."""
+        return self.encode("test")
+
+    def predict(
+        self, model: AlbertMultipleChoice, checkpoint: str, inputs: EncodedRaceSplit
+    ) -> dict[str, str]:
+        """Writes the original's `predict_results.txt` (the test split's metrics, key = value)
+        and `test_predictions.tsv` (index, article id, answer A-D, gold, probabilities)."""
+        c = self.settings
+        scorer = RaceDevScorer(self.name, inputs, self._batches(inputs, c.predict_batch_size))
+        logits = scorer.logits(model)
+        metrics = race_metrics(inputs.example_ids, inputs.label_ids, logits)
+        shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        probabilities = shifted / shifted.sum(axis=-1, keepdims=True)
+        paths = {
+            "results": os.path.join(c.output_dir, "predict_results.txt"),
+            "predictions": os.path.join(c.output_dir, "test_predictions.tsv"),
+        }
+        write_text(
+            paths["results"],
+            "".join(f"{key} = {metrics[key]}\n" for key in sorted(metrics))
+            + f"checkpoint = {checkpoint}\n",
+        )
+        rows = ["index\texample_id\tprediction\tlabel\t" + "\t".join(f"prob_{x}" for x in LABELS)]
+        for i, (example, p) in enumerate(zip(inputs.examples, probabilities)):
+            rows.append(
+                f"{i}\t{example.example_id}\t{LABELS[int(p.argmax())]}\t{LABELS[example.label]}\t"
+                + "\t".join(str(float(x)) for x in p)
+            )
+        write_text(paths["predictions"], "\n".join(rows) + "\n")
+        logging.info("Test metrics of %s: %s", checkpoint, metrics)
+        return paths
+
+    def export(
+        self, model: AlbertMultipleChoice, checkpoint: str, albert_config: AlbertConfig
+    ) -> str:
+        """Saves `race.keras` (+ config, SentencePiece model, `race_info.json`) to `export_dir`."""
+        c = self.settings
+        os.makedirs(c.export_dir, exist_ok=True)
+        target = os.path.join(c.export_dir, "race.keras")
+        with atomic_path(target, suffix=".keras") as staging:
+            model.save(staging)
+        albert_config.to_json_file(os.path.join(c.export_dir, "albert_config.json"))
+        spm_name = os.path.basename(c.spm_model_file)
+        with atomic_path(os.path.join(c.export_dir, spm_name)) as staging:
+            shutil.copyfile(c.spm_model_file, staging)
+        write_json(
+            os.path.join(c.export_dir, "race_info.json"),
+            {
+                "model_file": "race.keras",
+                "labels": list(LABELS),
+                "inputs": {
+                    name: "int32 [batch, 4, seq_length]"
+                    for name in ("input_ids", "input_mask", "segment_ids")
+                },
+                "outputs": {"logits": "float32 [batch, 4]", "probabilities": "float32 [batch, 4]"},
+                "max_seq_length": c.max_seq_length,
+                "max_qa_length": c.max_qa_length,
+                "do_lower_case": c.do_lower_case,
+                "spm_model_file": spm_name,
+                "albert_config_file": "albert_config.json",
+                "checkpoint": checkpoint,
+            },
+        )
+        logging.info("Exported %s (from %s) to %s", target, checkpoint, c.export_dir)
+        return target
+
+
+def run(
+    config: RaceConfig,
+    do_train: bool,
+    do_eval: bool,
+    do_predict: bool,
+    strategy: tf.distribute.Strategy | None = None,
+) -> dict:
+    """The original `run_race.py` main(): train, evaluate every checkpoint on dev, predict the
+    test split; without `do_train`, an `init_checkpoint` is itself evaluated and predicted (else
+    the checkpoints of `output_dir`)."""
+    task = RaceFinetuneTask(config)
+    checkpoint = config.init_checkpoint if not do_train else None
+    return loop.run(task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint)

@@ -1,0 +1,396 @@
+"""SQuAD v1.1 / v2.0 fine-tuning as the original `run_squad_v1.py` / `run_squad_v2.py`, on the
+task-agnostic loop.
+
+`SquadFinetuneTask` is what the loop (`albert_tf.finetuning.loop`) needs from SQuAD: the v1 or
+v2 span model, the training windows cached as TFRecords (`train_feature_file`), the predict
+file's windows (`predict_feature_file` + `predict_feature_left_file`), a dev scorer (official
+v1.1 EM/F1; v2.0 through the original's null-threshold search) and the original's
+`predictions.json`, `nbest_predictions.json` (and v2 `null_odds.json`).
+
+As the original: steps = int(questions / train_batch_size * num_train_epochs) unless
+`train_step` is given, warmup = int(steps * warmup_proportion); each checkpoint is scored on the
+predict file when it has gold answers, selected by "f1". Deliberate differences, none changing the
+maths: the questions are shuffled with `seed` (the original: a fixed 12345, our default); a
+predict file without gold answers is predicted without scores (v2: no threshold, the null odds
+written beside).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import shutil
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
+from albert_tf.config import AlbertConfig
+from albert_tf.finetuning import loop
+from albert_tf.io import atomic_path, write_json
+from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1
+from albert_tf.modeling.heads.squad_v2 import AlbertSquadV2
+from albert_tf.tasks.squad import inputs as squad_inputs
+from albert_tf.tasks.squad.examples import SquadExample, SquadFormatError, read_squad
+from albert_tf.tasks.squad.features import convert_examples_to_features, iter_features
+from albert_tf.tasks.squad.postprocess import write_prediction_files
+from albert_tf.tasks.squad.scoring import (
+    SquadDevScorer,
+    SquadPredictInputs,
+    predict_squad,
+    read_squad_data,
+    scorable,
+)
+from albert_tf.text.tokenization import AlbertTokenizer
+
+VERSIONS = ("v1", "v2")
+# The original release's recommended recipe, the same for both versions.
+RECIPE = dict(
+    learning_rate=5e-5,
+    train_batch_size=48,
+    num_train_epochs=2.0,
+    warmup_proportion=0.1,
+    max_seq_length=384,
+    doc_stride=128,
+    max_query_length=64,
+    n_best_size=20,
+    max_answer_length=30,
+    save_checkpoints_steps=5000,
+    do_lower_case=True,
+)
+RECIPES: dict[str, dict] = {"squad_v1": RECIPE, "squad_v2": RECIPE}
+
+
+@dataclasses.dataclass
+class SquadConfig:
+    """One SQuAD job; defaults are the original `run_squad_v1.py` / `run_squad_v2.py` flags.
+
+    `train_step` / `warmup_step` None: from `num_train_epochs` / `warmup_proportion` and the
+    number of training questions (`with_schedule`). Feature files default to `output_dir`.
+
+    Args:
+      version: "v1" (SQuAD v1.1, `AlbertSquadV1`) or "v2" (SQuAD v2.0, `AlbertSquadV2`).
+      output_dir, spm_model_file, ...: the original flags of the same names.
+
+    Example:
+      config = SquadConfig("v2", "out/squad2", "30k-clean.model", train_file="train-v2.0.json",
+                           predict_file="dev-v2.0.json", **RECIPES["squad_v2"])
+    """
+
+    version: str
+    output_dir: str
+    spm_model_file: str
+    albert_config_file: str | None = None
+    init_checkpoint: str | None = None
+    train_file: str | None = None
+    predict_file: str | None = None
+    train_feature_file: str | None = None
+    predict_feature_file: str | None = None
+    predict_feature_left_file: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    train_batch_size: int = 32
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    train_step: int | None = None
+    warmup_step: int | None = None
+    save_checkpoints_steps: int = 1000
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    start_n_top: int = 5
+    end_n_top: int = 5
+    dropout_prob: float = 0.1
+    optimizer: str = "adamw"
+    export_dir: str | None = None
+    keep_all_checkpoints: bool = False
+    skip_bad_answers: bool = False
+    jit_compile: bool = False
+    mixed_precision: str = "none"
+    seed: int = 12345
+    log_every_steps: int = 50
+
+    def __post_init__(self):
+        if self.version not in VERSIONS:
+            raise ValueError(f"version must be one of {VERSIONS}, got {self.version!r}")
+        for name in (
+            "max_seq_length",
+            "doc_stride",
+            "max_query_length",
+            "train_batch_size",
+            "predict_batch_size",
+            "save_checkpoints_steps",
+            "n_best_size",
+            "max_answer_length",
+            "log_every_steps",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if self.max_seq_length <= self.max_query_length + 3:
+            raise ValueError(
+                f"The max_seq_length ({self.max_seq_length}) must be greater than "
+                f"max_query_length ({self.max_query_length}) + 3"
+            )
+        if not 0.0 <= self.warmup_proportion <= 1.0:
+            raise ValueError(f"warmup_proportion must be in [0, 1], got {self.warmup_proportion}")
+        for name, default in (
+            ("train_feature_file", "train.tf_record"),
+            ("predict_feature_file", "predict.tf_record"),
+            ("predict_feature_left_file", "predict_left_file.json"),
+        ):
+            if getattr(self, name) is None:
+                setattr(self, name, os.path.join(self.output_dir, default))
+
+    @property
+    def name(self) -> str:
+        """The task's name: squad_v1 or squad_v2."""
+        return f"squad_{self.version}"
+
+
+def with_schedule(config: SquadConfig, num_questions: int) -> SquadConfig:
+    """`config` with `train_step` and `warmup_step` set as the original computes them from the
+    number of training questions (explicit values are kept)."""
+    steps = config.train_step
+    if steps is None:
+        steps = int(num_questions / config.train_batch_size * config.num_train_epochs)
+    warmup = config.warmup_step
+    if warmup is None:
+        warmup = int(steps * config.warmup_proportion)
+    if steps <= 0:
+        raise ValueError(
+            f"{num_questions} training questions / train_batch_size {config.train_batch_size} x "
+            f"num_train_epochs {config.num_train_epochs} makes no step; give train_step"
+        )
+    if not 0 <= warmup <= steps:
+        raise ValueError(f"warmup_step must be in [0, train_step={steps}], got {warmup}")
+    return dataclasses.replace(config, train_step=steps, warmup_step=warmup)
+
+
+class SquadFinetuneTask:
+    """One SQuAD job as the fine-tuning loop sees it (`albert_tf.finetuning.task.Task`).
+
+    Args:
+      settings: the job's `SquadConfig` (with `train_step` set to train: `with_schedule`).
+      tokenizer: the SentencePiece tokenizer; built from `settings` when not given.
+
+    Example:
+      task = SquadFinetuneTask(SquadConfig("v2", "out/squad2", "30k-clean.model", ...))
+      loop.run(task, do_train=True, do_eval=True, do_predict=True)
+    """
+
+    def __init__(self, settings: SquadConfig, tokenizer: AlbertTokenizer | None = None):
+        self.settings = settings
+        self.name = settings.name
+        self._tokenizer = tokenizer
+        self._train_examples: list[SquadExample] | None = None
+        self._predict_inputs: SquadPredictInputs | None = None
+
+    @property
+    def tokenizer(self) -> AlbertTokenizer:
+        """The job's tokenizer, loaded on first use."""
+        if self._tokenizer is None:
+            self._tokenizer = AlbertTokenizer(
+                self.settings.spm_model_file, do_lower_case=self.settings.do_lower_case
+            )
+        return self._tokenizer
+
+    def build_model(self, albert_config: AlbertConfig) -> keras.Model:
+        """A fresh `AlbertSquadV1` or `AlbertSquadV2`, its pooler frozen: the span heads read the
+        sequence output only, so the pooler gets no gradient (the original skipped it in the
+        update too)."""
+        c = self.settings
+        if c.version == "v1":
+            model = AlbertSquadV1(albert_config, seed=c.seed)
+        else:
+            model = AlbertSquadV2(
+                albert_config, c.start_n_top, c.end_n_top, c.dropout_prob, seed=c.seed
+            )
+        model.backbone.get_layer("pooler").trainable = False
+        return model
+
+    def initialize(self, model: keras.Model, checkpoint: str) -> None:
+        """Pretrained backbone (TF1 or `.keras`), and the head when the checkpoint has it."""
+        initialize_task_model(model, checkpoint)
+
+    def load(self, model: keras.Model, checkpoint: str) -> None:
+        """Every weight, head included, from a TF1-named SQuAD checkpoint (ours or original)."""
+        load_task_checkpoint(model, checkpoint)
+
+    def train_examples(self) -> list[SquadExample]:
+        """The training questions (read once), as the original training reader keeps them."""
+        if self._train_examples is None:
+            if not self.settings.train_file:
+                raise ValueError("If `do_train` is True, then `train_file` must be specified.")
+            self._train_examples = read_squad(
+                self.settings.train_file,
+                is_training=True,
+                skip_bad_answers=self.settings.skip_bad_answers,
+            ).examples
+            if not self._train_examples:
+                raise SquadFormatError(f"{self.settings.train_file}: no training questions")
+        return self._train_examples
+
+    def _cache_settings(self, source: str, **extra) -> dict:
+        c = self.settings
+        return squad_inputs.cache_settings(
+            source,
+            c.spm_model_file,
+            do_lower_case=c.do_lower_case,
+            max_seq_length=c.max_seq_length,
+            doc_stride=c.doc_stride,
+            max_query_length=c.max_query_length,
+            **extra,
+        )
+
+    def train_dataset(self) -> tuple[tf.data.Dataset, int]:
+        """Training batches from `train_feature_file` (built first if missing or stale) and the
+        number of training windows."""
+        c = self.settings
+
+        def windows():
+            examples = list(self.train_examples())
+            random.Random(c.seed).shuffle(examples)  # as the original, before the windows
+            return iter_features(
+                examples,
+                self.tokenizer,
+                c.max_seq_length,
+                c.doc_stride,
+                c.max_query_length,
+                is_training=True,
+            )
+
+        settings = self._cache_settings(
+            c.train_file, shuffle_seed=c.seed, skip_bad_answers=c.skip_bad_answers
+        )
+        count = squad_inputs.cached_train_records(c.train_feature_file, settings, windows)
+        if count == 0:
+            raise ValueError(f"{c.train_feature_file}: no training windows")
+        dataset = squad_inputs.train_dataset(
+            c.train_feature_file, c.max_seq_length, c.train_batch_size, c.seed
+        )
+        return dataset, count
+
+    def dev_scorer(self) -> SquadDevScorer:
+        """The predict file as the dev set (it must have gold answers)."""
+        inputs = self.predict_inputs()
+        if not inputs.scorable:
+            raise ValueError(f"{self.settings.predict_file}: no gold answers to score against")
+        return SquadDevScorer(self.name, self.settings, inputs)
+
+    def check_predict_inputs(self) -> None:
+        """Raises when `predict_file` is not given or missing."""
+        if not self.settings.predict_file:
+            raise ValueError("If `do_predict` is True, then `predict_file` must be specified.")
+        if not os.path.isfile(self.settings.predict_file):
+            raise FileNotFoundError(f"predict_file not found: {self.settings.predict_file}")
+
+    def predict_inputs(self) -> SquadPredictInputs:
+        """The predict file's questions and windows (read once; cached on disk)."""
+        if self._predict_inputs is None:
+            self._predict_inputs = self._read_predict_inputs()
+        return self._predict_inputs
+
+    def _read_predict_inputs(self) -> SquadPredictInputs:
+        c = self.settings
+        self.check_predict_inputs()
+        examples = read_squad(c.predict_file, is_training=False).examples
+        features = squad_inputs.cached_predict_windows(
+            c.predict_feature_file,
+            c.predict_feature_left_file,
+            self._cache_settings(c.predict_file),
+            c.max_seq_length,
+            lambda: convert_examples_to_features(
+                examples,
+                self.tokenizer,
+                c.max_seq_length,
+                c.doc_stride,
+                c.max_query_length,
+                is_training=False,
+            ),
+        )
+        dataset = read_squad_data(c.predict_file)
+        can_score = scorable(dataset, c.version)
+        if not can_score:
+            logging.warning(
+                "%s: not every question has gold answers (SQuAD %s): predicting without scores",
+                c.predict_file,
+                c.version,
+            )
+        logging.info("%s: %d questions, %d windows", c.predict_file, len(examples), len(features))
+        return SquadPredictInputs(dataset, examples, features, c.predict_feature_file, can_score)
+
+    def predict(
+        self, model: keras.Model, checkpoint: str, inputs: SquadPredictInputs
+    ) -> dict[str, str]:
+        """Writes predictions.json, nbest_predictions.json (and v2 null_odds.json) into
+        `output_dir`; returns {file name: path}."""
+        predictions, scores = predict_squad(model, self.settings, inputs)
+        paths = write_prediction_files(self.settings.output_dir, predictions)
+        logging.info(
+            "Wrote the predictions of %s to %s%s",
+            checkpoint,
+            self.settings.output_dir,
+            f" ({', '.join(f'{k}={v:.4g}' for k, v in scores.items())})" if scores else "",
+        )
+        return paths
+
+    def export(self, model: keras.Model, checkpoint: str, albert_config: AlbertConfig) -> str:
+        """Saves `squad_<version>.keras` (+ config, SentencePiece model, `squad_info.json`) to
+        `export_dir`."""
+        c = self.settings
+        os.makedirs(c.export_dir, exist_ok=True)
+        model_file = f"{c.name}.keras"
+        target = os.path.join(c.export_dir, model_file)
+        with atomic_path(target, suffix=".keras") as staging:
+            model.save(staging)
+        albert_config.to_json_file(os.path.join(c.export_dir, "albert_config.json"))
+        spm_name = os.path.basename(c.spm_model_file)
+        with atomic_path(os.path.join(c.export_dir, spm_name)) as staging:
+            shutil.copyfile(c.spm_model_file, staging)
+        names = ("input_ids", "input_mask", "segment_ids") + (
+            ("p_mask",) if c.version == "v2" else ()
+        )
+        write_json(
+            os.path.join(c.export_dir, "squad_info.json"),
+            {
+                "model_file": model_file,
+                "version": c.version,
+                "inputs": {name: "int32 [batch, seq_length]" for name in names},
+                "outputs": sorted(model.output.keys()) if isinstance(model.output, dict) else [],
+                "max_seq_length": c.max_seq_length,
+                "doc_stride": c.doc_stride,
+                "max_query_length": c.max_query_length,
+                "n_best_size": c.n_best_size,
+                "max_answer_length": c.max_answer_length,
+                "do_lower_case": c.do_lower_case,
+                "spm_model_file": spm_name,
+                "albert_config_file": "albert_config.json",
+                "checkpoint": checkpoint,
+            },
+        )
+        logging.info("Exported %s (from %s) to %s", target, checkpoint, c.export_dir)
+        return target
+
+
+def run(
+    config: SquadConfig,
+    do_train: bool,
+    do_predict: bool,
+    strategy: tf.distribute.Strategy | None = None,
+) -> dict:
+    """The original scripts' main(): train (scoring every checkpoint on the predict file when it
+    has answers), then predict with the best checkpoint; without `do_train`, an
+    `init_checkpoint` is itself scored and predicted (else the checkpoints of `output_dir`)."""
+    if not (do_train or do_predict or config.export_dir):
+        raise ValueError("At least one of `do_train` or `do_predict` or `export_dir` must be True.")
+    task = SquadFinetuneTask(config)
+    if do_train:
+        task.settings = config = with_schedule(config, len(task.train_examples()))
+    do_eval = do_predict and task.predict_inputs().scorable
+    checkpoint = config.init_checkpoint if not do_train else None
+    return loop.run(task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint)
