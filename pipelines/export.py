@@ -8,10 +8,17 @@
 
   python pipelines/export.py --keras_model=sst2.keras --head=classifier ...   (a classifier)
 
+  python pipelines/export.py --head=squad_v2 --tf1_checkpoint=squad2/model.ckpt-best \
+      --albert_config_file=albert_base/albert_config.json \
+      --spm_model_file=albert_base/30k-clean.model --max_seq_length=384 --doc_stride=128 \
+      --max_query_length=64 --null_score_diff_threshold=-1.2 ...   (SQuAD; race likewise)
+
 Writes `<output_dir>/<model_name>/<version>/` (TF Serving), `<model_name>_preprocessing/` and
 `<model_name>_text/` (with --spm_model_file; need tf-text ops), `<model_name>_tflite/<version>/`
 and `export_report_<model_name>_<version>.json`. Exits non-zero if anything failed verification
-(it is then not written; the report says why).
+(it is then not written; the report says why). With --head=squad_v1/squad_v2 and
+--spm_model_file, `<model_name>_text/` is the text-in question-answering model (question, context
+-> answer; see albert_tf/export/qa_text.py).
 """
 
 import pathlib
@@ -34,7 +41,9 @@ flags.DEFINE_string(
 flags.DEFINE_string(
     "tf1_checkpoint",
     None,
-    "An original TF1 pretraining checkpoint (prefix or directory); needs --albert_config_file.",
+    "An original TF1 pretraining checkpoint (prefix or directory); needs --albert_config_file. "
+    "With --head=squad_v1, squad_v2 or race: a fine-tuned checkpoint of that task (run_squad_v1, "
+    "run_squad_v2, run_race), head included.",
 )
 flags.DEFINE_string("albert_config_file", None, "The `albert_config.json` of --tf1_checkpoint.")
 flags.DEFINE_string(
@@ -87,19 +96,59 @@ flags.DEFINE_integer(
     "variants (tflite_int8, tflite_int8_integer_only) are calibrated on.",
 )
 flags.DEFINE_integer("latency_runs", 50, "Timed TFLite runs per variant and thread count.")
+flags.DEFINE_integer("doc_stride", 128, "SQuAD text-in model: pieces between window starts.")
+flags.DEFINE_integer("max_query_length", 64, "SQuAD text-in model: question pieces kept.")
+flags.DEFINE_integer("n_best_size", 20, "SQuAD text-in model: n-best entries per question.")
+flags.DEFINE_integer("max_answer_length", 30, "SQuAD text-in model: longest answer, in pieces.")
+flags.DEFINE_float(
+    "null_score_diff_threshold",
+    0.0,
+    "SQuAD v2.0 text-in model: answer \"\" where the null odds are >= this (stored in the model).",
+)
+flags.DEFINE_string(
+    "qa_verification_file",
+    None,
+    "A SQuAD json whose questions the text-in model must answer as the Python path does "
+    "(besides built-in probes).",
+)
+flags.DEFINE_integer(
+    "start_n_top", 5, "SQuAD v2.0 from --tf1_checkpoint: starts kept by the model's beam."
+)
+flags.DEFINE_integer("end_n_top", 5, "SQuAD v2.0 from --tf1_checkpoint: ends kept per start.")
 flags.mark_flag_as_required("output_dir")
 
 
 def main(argv):
     del argv
     from albert_tf.export import ExportConfig, ParityError, export_model, load_serving_head
+    from albert_tf.export.qa_text import QA_HEADS, QaSettings
+    from albert_tf.export.task_checkpoints import TASK_HEADS, load_task_head
 
     if bool(FLAGS.keras_model) == bool(FLAGS.tf1_checkpoint):
         raise app.UsageError("give exactly one of --keras_model or --tf1_checkpoint")
     try:
-        head = load_serving_head(
-            FLAGS.head, FLAGS.keras_model, FLAGS.tf1_checkpoint, FLAGS.albert_config_file
-        )
+        if FLAGS.tf1_checkpoint and FLAGS.head in TASK_HEADS:
+            head = load_task_head(
+                FLAGS.head,
+                FLAGS.tf1_checkpoint,
+                FLAGS.albert_config_file,
+                start_n_top=FLAGS.start_n_top,
+                end_n_top=FLAGS.end_n_top,
+            )
+        else:
+            head = load_serving_head(
+                FLAGS.head, FLAGS.keras_model, FLAGS.tf1_checkpoint, FLAGS.albert_config_file
+            )
+        qa = None
+        if FLAGS.head in QA_HEADS:
+            qa = QaSettings(
+                doc_stride=FLAGS.doc_stride,
+                max_query_length=FLAGS.max_query_length,
+                n_best_size=FLAGS.n_best_size,
+                max_answer_length=FLAGS.max_answer_length,
+                null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+                verification_file=FLAGS.qa_verification_file,
+            )
         report = export_model(
             head,
             ExportConfig(
@@ -115,6 +164,7 @@ def main(argv):
                 num_verification_examples=FLAGS.num_verification_examples,
                 num_calibration_examples=FLAGS.num_calibration_examples,
                 latency_runs=FLAGS.latency_runs,
+                qa=qa,
             ),
         )
     except (ValueError, OSError, ParityError) as e:  # bad input or refused: no traceback

@@ -283,10 +283,12 @@ def scorer_model(config):
 
 
 def test_every_registered_head_serves_its_parity_outputs_from_backbone_inputs():
-    assert heads.HEADS == tuple(heads.REGISTRY) == ("pretrainer", "classifier")
+    assert heads.HEADS == tuple(heads.REGISTRY)
+    assert heads.HEADS == ("pretrainer", "classifier", "squad_v1", "squad_v2", "race")
     for name, spec in heads.REGISTRY.items():
         assert spec.name == name
-        assert spec.signatures["serving_default"].inputs == INPUTS
+        # Every head takes the backbone's inputs first (SQuAD v2 adds p_mask).
+        assert spec.signatures["serving_default"].inputs[:3] == INPUTS
         served = {o for s in spec.signatures.values() for o in s.outputs}
         assert {spec.parity.top1, spec.parity.cosine} <= served, name
     with pytest.raises(ValueError, match=r"parity outputs \['missing'\] are not served"):
@@ -298,10 +300,13 @@ def test_every_registered_head_serves_its_parity_outputs_from_backbone_inputs():
 def test_a_registered_head_is_checked_served_and_gated_from_its_entry_alone(monkeypatch, tmp_path):
     keras.utils.set_random_seed(7)
     config = AlbertConfig(**MICRO, initializer_range=0.2)
-    with pytest.raises(ValueError, match=r"head must be one of \('pretrainer', 'classifier'\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"head must be one of \('pretrainer', 'classifier', 'squad_v1', 'squad_v2', 'race'\)",
+    ):
         serving_head("scorer", scorer_model(config))
     monkeypatch.setitem(heads.REGISTRY, "scorer", SCORER)
-    with pytest.raises(ValueError, match=r"'classifier', 'scorer'\), got 'ranker'"):
+    with pytest.raises(ValueError, match=r"'race', 'scorer'\), got 'ranker'"):
         ServingHead("ranker", scorer_model(config), config)
     with pytest.raises(ValueError, match="is no scorer"):
         serving_head("scorer", AlbertPretrainer(config))

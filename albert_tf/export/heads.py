@@ -3,7 +3,10 @@
 A spec holds everything the export does differently per head: how a Keras model is checked for
 it, the signatures it serves (inputs, outputs, and how the model computes them), and which outputs
 the int8 parity gates read. `ServingHead`, `serving_head`, the parity figures and the TFLite
-conversion look the spec up; a new head is one more entry here (and its model).
+conversion look the spec up; a new head is one more entry here (and its model). Heads whose inputs
+are not the three [batch, seq] ids (SQuAD v2's `p_mask`, RACE's [batch, choices, seq]) also say
+their shapes, how generic verification examples become theirs, and serve their own checked
+signatures (`task_signatures`); the SQuAD heads add a text-in question-answering model.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable, Mapping
 import keras
 import numpy as np
 
+from albert_tf.export import task_signatures as task
 from albert_tf.modeling.model import BACKBONE_INPUTS
 
 POSITIONS = "masked_lm_positions"
@@ -58,11 +62,22 @@ class HeadSpec:
         name: the head kind (`--head`, the report's `head`).
         summary: what it serves, for `--head`'s help.
         check: raises ValueError, naming what is missing, unless a Keras model can serve the head.
-        signatures: {name: `Signature`}, in conversion order; `serving_default` takes exactly the
-            backbone's inputs (`serve_examples` and the text models feed it those).
+        signatures: {name: `Signature`}, in conversion order; `serving_default` takes the
+            backbone's inputs first (`serve_examples` and the text models feed it those), then
+            any of the head's own (SQuAD v2's `p_mask`).
         parity: the outputs the int8 gates read; each is returned by some signature.
         shares_embedding_table: a dense layer reads the word-embedding table too (the MLM
             decoder): the int8 variants then share one int8 copy (`tflite.convert`).
+        input_shapes: (model, seq_length, num_predictions) -> {input: shape without the batch};
+            None: [seq_length] for the three ids, [num_predictions] for `masked_lm_positions`.
+        adapt_examples: (model, verification examples) -> the head's inputs made from them (the
+            three [N, seq] ids and MLM positions); None: used as they are.
+        serving_functions: (head, max_seq_length) -> the ids SavedModel's functions; None: the
+            generic ones (`savedmodel.serving_functions`, three [batch, seq] ids).
+        tflite_signatures: the signatures TFLite serves; None: all of `signatures`.
+        text_models: (head, export config, tokenizer, assets, staging, artifacts) -> {artifact:
+            staged path}: builds and verifies the head's own text-in SavedModels in place of the
+            generic ones; None: the generic ones.
     """
 
     name: str
@@ -71,15 +86,34 @@ class HeadSpec:
     signatures: Mapping[str, Signature]
     parity: ParityKeys
     shares_embedding_table: bool = False
+    input_shapes: Callable[..., dict] | None = None
+    adapt_examples: Callable[[keras.Model, dict], dict] | None = None
+    serving_functions: Callable[..., dict] | None = None
+    tflite_signatures: tuple[str, ...] | None = None
+    text_models: Callable[..., dict] | None = None
 
     def __post_init__(self):
         default = self.signatures.get("serving_default")
-        if default is None or default.inputs != BACKBONE_INPUTS:
+        if default is None or default.inputs[: len(BACKBONE_INPUTS)] != BACKBONE_INPUTS:
             raise ValueError(f"head {self.name!r}: serving_default must take {BACKBONE_INPUTS}")
         returned = {o for s in self.signatures.values() for o in s.outputs}
         missing = {self.parity.top1, self.parity.cosine} - returned
         if missing:
             raise ValueError(f"head {self.name!r}: parity outputs {sorted(missing)} are not served")
+        unknown = set(self.tflite_signatures or ()) - set(self.signatures)
+        if unknown:
+            raise ValueError(f"head {self.name!r}: TFLite signatures {sorted(unknown)} are unknown")
+
+    def shapes(self, model: keras.Model, seq_length, num_predictions) -> dict[str, list]:
+        """{input: shape without the batch} of every input of the head's signatures."""
+        if self.input_shapes is not None:
+            return self.input_shapes(model, seq_length, num_predictions)
+        return dict.fromkeys(BACKBONE_INPUTS, [seq_length]) | {POSITIONS: [num_predictions]}
+
+    @property
+    def converted_signatures(self) -> tuple[str, ...]:
+        """The signatures the TFLite variants serve."""
+        return self.tflite_signatures or tuple(self.signatures)
 
 
 def _encoded(model: keras.Model, features: dict) -> dict:
@@ -168,7 +202,58 @@ CLASSIFIER = HeadSpec(
     parity=ParityKeys(top1="probabilities", cosine="probabilities"),
 )
 
-REGISTRY: dict[str, HeadSpec] = {spec.name: spec for spec in (PRETRAINER, CLASSIFIER)}
+# `AlbertSquadV1` or any model like it: `start_logits`, `end_logits` [B, T] for every position.
+SQUAD_V1 = HeadSpec(
+    name="squad_v1",
+    summary="SQuAD v1.1 start/end logits (a text-in QA model with --spm_model_file).",
+    check=task.check_squad_v1,
+    signatures={
+        "serving_default": Signature(
+            BACKBONE_INPUTS, ("start_logits", "end_logits"), task.squad_v1_default
+        )
+    },
+    parity=ParityKeys(top1="start_logits", cosine="end_logits"),
+    text_models=task.qa_text_models,
+)
+
+# `AlbertSquadV2`: the beam from the ids and `p_mask`; TFLite serves the beam's logits.
+SQUAD_V2 = HeadSpec(
+    name="squad_v2",
+    summary="SQuAD v2.0 beam and cls_logits, p_mask input (a text-in QA model likewise).",
+    check=task.check_squad_v2,
+    signatures={
+        "serving_default": Signature(
+            task.V2_INPUTS, (*task.V2_BEAM, "cls_logits"), task.squad_v2_default
+        ),
+        "logits": Signature(task.V2_INPUTS, ("start_logits", "cls_logits"), task.squad_v2_logits),
+        "end_logits": Signature(
+            (*BACKBONE_INPUTS, task.START_POSITIONS), ("end_logits",), task.squad_v2_end_logits
+        ),
+    },
+    parity=ParityKeys(top1="start_logits", cosine="end_logits"),
+    input_shapes=task.squad_v2_shapes,
+    adapt_examples=task.squad_v2_examples,
+    serving_functions=task.serving_functions,
+    tflite_signatures=task.V2_TFLITE_SIGNATURES,
+    text_models=task.qa_text_models,
+)
+
+# `AlbertMultipleChoice` or any model like it: [B, C, T] ids -> `logits` [B, C] (a softmax away
+# from probabilities; serving those too would make its outputs fit the classifier's parity keys).
+RACE = HeadSpec(
+    name="race",
+    summary="RACE multiple choice: [batch, choices, seq] ids -> logits over the choices.",
+    check=task.check_race,
+    signatures={"serving_default": Signature(BACKBONE_INPUTS, ("logits",), task.race_default)},
+    parity=ParityKeys(top1="logits", cosine="logits"),
+    input_shapes=task.race_shapes,
+    adapt_examples=task.race_examples,
+    serving_functions=task.serving_functions,
+)
+
+REGISTRY: dict[str, HeadSpec] = {
+    spec.name: spec for spec in (PRETRAINER, CLASSIFIER, SQUAD_V1, SQUAD_V2, RACE)
+}
 HEADS = tuple(REGISTRY)  # the kinds registered here (`--head`'s choices)
 
 

@@ -4,7 +4,8 @@ Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
 
     <model_name>/<version>/                ids SavedModel: stock TF ops only
     <model_name>_preprocessing/<version>/  text -> ids SavedModel (tensorflow-text ops)
-    <model_name>_text/<version>/           text -> outputs SavedModel (tensorflow-text ops)
+    <model_name>_text/<version>/           text -> outputs SavedModel (tensorflow-text ops;
+                                           SQuAD heads: question, context -> answer, `qa_text`)
     <model_name>_tflite/<version>/         <model_name>_{fp32,fp16,int8_dynamic,int8,
                                                          int8_integer_only}.tflite
     export_report_<model_name>_<version>.json
@@ -30,6 +31,7 @@ from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export import data as export_data
 from albert_tf.export.heads import head_spec
 from albert_tf.export.parity import ParityThresholds
+from albert_tf.export.qa_text import QaSettings
 from albert_tf.io import write_json
 from albert_tf.export.savedmodel import ServingHead, build_saved_models
 from albert_tf.export.tflite import CALIBRATED_VARIANTS, VARIANTS, build_tflite_variants
@@ -73,6 +75,7 @@ class ExportConfig:
     latency_runs: int = 50
     seed: int = 12345
     thresholds: ParityThresholds = dataclasses.field(default_factory=ParityThresholds)
+    qa: QaSettings | None = None  # the SQuAD heads' text-in model; None: `QaSettings()`
 
     def __post_init__(self):
         self.max_predictions_per_seq = resolve_max_predictions_per_seq(
@@ -101,6 +104,8 @@ class ExportConfig:
                 f"max_predictions_per_seq={self.max_predictions_per_seq} must be in "
                 f"[1, max_seq_length={self.max_seq_length}]"
             )
+        if self.qa is not None:
+            self.qa.validate(self.max_seq_length)
         if calibrated := [f for f in self.formats if f in CALIBRATED_VARIANTS]:
             if not self.representative_data:
                 raise ValueError(
@@ -272,6 +277,9 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
     if taken:
         raise FileExistsError(f"already exported (choose another version): {taken}")
     verification, calibration, texts, source = _examples(config, head, tokenizer)
+    if head.spec.adapt_examples is not None:  # the head's own inputs, made from these
+        verification = head.spec.adapt_examples(head.model, verification)
+        calibration = head.spec.adapt_examples(head.model, calibration)
     logging.info("Verifying on %d examples from %s", export_data.num_examples(verification), source)
     reference = {name: head.keras_outputs(verification, name) for name in head.signature_inputs}
     report = {
@@ -298,9 +306,10 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
         passed = {}
         if "saved_model" in config.formats:
             assets = _write_assets(os.path.join(staging, "assets_source"), head, config)
+            own_text_models = tokenizer is not None and head.spec.text_models is not None
             preprocessing = (
                 None
-                if tokenizer is None
+                if tokenizer is None or own_text_models
                 else AlbertPreprocessingLayer(
                     tokenizer.model_proto,
                     max_seq_length=config.max_seq_length,
@@ -322,6 +331,12 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
                     report["artifacts"],
                 )
             )
+            if own_text_models:
+                passed.update(
+                    head.spec.text_models(
+                        head, config, tokenizer, assets, staging, report["artifacts"]
+                    )
+                )
         variants = [f for f in config.formats if f in VARIANTS]
         if variants:
             passed.update(

@@ -178,7 +178,10 @@ def save_with_signatures(path: str, functions: dict, assets: dict[str, str]) -> 
 
 
 def serving_functions(head: ServingHead, max_seq_length: int) -> dict:
-    """The ids model's signatures: dynamic [batch, seq] inputs, checked; plus `serve_examples`."""
+    """The ids model's signatures: dynamic [batch, seq] inputs, checked; plus `serve_examples`
+    (a head with other inputs builds its own: `HeadSpec.serving_functions`)."""
+    if head.spec.serving_functions is not None:
+        return head.spec.serving_functions(head, max_seq_length)
     functions = {
         name: signature_function(head, name, dict.fromkeys(inputs, [None, None]), True)
         for name, inputs in head.signature_inputs.items()
@@ -253,11 +256,14 @@ def non_stock_ops(path: str) -> list[str]:
     return sorted(op for op in graph_op_types(path) if not hasattr(tf.raw_ops, op))
 
 
-def serialize_examples(examples: dict[str, np.ndarray]) -> np.ndarray:
-    """`tf.Example`s with int64 `input_ids`, `input_mask`, `segment_ids` (the original schema)."""
+def serialize_examples(
+    examples: dict[str, np.ndarray], names: tuple[str, ...] = BACKBONE_INPUTS
+) -> np.ndarray:
+    """`tf.Example`s with the int64 features `names` (default `input_ids`, `input_mask`,
+    `segment_ids`: the original schema), each flattened."""
     return np.array(
         [
-            records.encode_example({k: examples[k][i] for k in BACKBONE_INPUTS})
+            records.encode_example({k: examples[k][i].reshape(-1) for k in names})
             for i in range(len(examples["input_ids"]))
         ],
         dtype=object,
@@ -276,7 +282,9 @@ def verify_ids_model(
         )
         for name, names in head.signature_inputs.items()
     ]
-    serialized = {"examples": serialize_examples(examples)}
+    serialized = {
+        "examples": serialize_examples(examples, head.signature_inputs["serving_default"])
+    }
     figures.append(
         parity_figures(
             reference["serving_default"],

@@ -28,12 +28,10 @@ from ai_edge_litert.interpreter import Interpreter
 # public options have no per-op switch.
 from tensorflow.lite.python import convert as lite_convert
 
-from albert_tf.export.heads import POSITIONS
 from albert_tf.export.parity import ParityThresholds, merge_figures, parity_failures, parity_figures
 from albert_tf.export.savedmodel import ServingHead, save_with_signatures, signature_function
 from albert_tf.export.tied_table import share_tied_embedding_table
 from albert_tf.modeling import layers
-from albert_tf.modeling.model import BACKBONE_INPUTS
 
 VARIANTS = (
     "tflite_fp32",
@@ -141,11 +139,13 @@ def save_fixed_shape_model(
 ) -> list[str]:
     """Save the head's signatures at batch 1 and fixed lengths, unchecked, for conversion.
 
-    Returns the signature names.
+    Returns the signature names (`HeadSpec.converted_signatures`).
     """
-    shapes = dict.fromkeys(BACKBONE_INPUTS, [1, max_seq_length]) | {POSITIONS: [1, max_predictions]}
+    shapes = head.spec.shapes(head.model, max_seq_length, max_predictions)
+    shapes = {name: [1, *shape] for name, shape in shapes.items()}
     functions = {
-        name: signature_function(head, name, shapes, check=False) for name in head.signature_inputs
+        name: signature_function(head, name, shapes, check=False)
+        for name in head.spec.converted_signatures
     }
     with _attention_mask_adder(head.model, mask_adder):
         save_with_signatures(path, functions, {})
@@ -159,7 +159,8 @@ def representative_dataset(
 
     def representative():
         for i in range(len(examples["input_ids"])):
-            for name, names in head.signature_inputs.items():
+            for name in head.spec.converted_signatures:
+                names = head.signature_inputs[name]
                 yield name, {k: examples[k][i : i + 1] for k in names}
 
     return representative
@@ -272,11 +273,11 @@ def build_tflite_variants(
             [
                 parity_figures(
                     reference[name],
-                    run_signature(interpreter, name, examples, names),
+                    run_signature(interpreter, name, examples, head.signature_inputs[name]),
                     examples["masked_lm_weights"],
                     head.spec.parity,
                 )
-                for name, names in head.signature_inputs.items()
+                for name in head.spec.converted_signatures
             ]
         )
         failures += parity_failures(variant, figures, thresholds)
@@ -292,9 +293,10 @@ def build_tflite_variants(
         staged[variant] = os.path.join(staging, f"{variant}.tflite")
         with open(staged[variant], "wb") as f:
             f.write(model)
-        first = {k: examples[k][:1] for k in head.signature_inputs["serving_default"]}
+        timed = head.spec.converted_signatures[0]
+        first = {k: examples[k][:1] for k in head.signature_inputs[timed]}
         artifacts[variant]["latency_batch1"] = interleaved_latency(
-            {f"threads_{n}": (batch1_runner(staged[variant], n), first) for n in (1, 2)},
+            {f"threads_{n}": (batch1_runner(staged[variant], n, timed), first) for n in (1, 2)},
             latency_runs,
         )
         logging.info("%s: %s", variant, artifacts[variant])
