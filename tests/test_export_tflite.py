@@ -150,6 +150,7 @@ def run_all(path, signatures, examples):
 SIGNATURES = {"serving_default": INPUTS, "sop": INPUTS, "mlm": (*INPUTS, "masked_lm_positions")}
 
 
+@pytest.mark.slow  # ~1 minute on 2 cores
 def test_every_variant_on_real_sentences_and_full_int8_refused_on_random_weights(tmp_path):
     """Tiny model, real vocabulary and sentences. Random weights leave MLM logits near-uniform,
     so the calibrated int8 variants (256 levels for the logits) flip their top-1 too often:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 
 import keras
 import numpy as np
@@ -24,9 +23,10 @@ from absl import logging
 
 from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning import loop
 from albert_tf.finetuning.selection import CheckpointEvaluator
-from albert_tf.io import atomic_path, write_json, write_text
+from albert_tf.io import write_text
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.glue import metrics as glue_metrics
 from albert_tf.tasks.glue import processors as glue
@@ -276,39 +276,32 @@ class GlueFinetuneTask:
         """Saves `classifier.keras` (+ config, SentencePiece model, `classifier_info.json`) to
         `export_dir` for `pipelines/export.py --head=classifier`."""
         config, task = self.settings, self.settings.task
-        os.makedirs(config.export_dir, exist_ok=True)
-        target = os.path.join(config.export_dir, "classifier.keras")
-        with atomic_path(target, suffix=".keras") as staging:
-            model.save(staging)
-        albert_config.to_json_file(os.path.join(config.export_dir, "albert_config.json"))
-        spm_name = os.path.basename(config.spm_model_file)
-        with atomic_path(os.path.join(config.export_dir, spm_name)) as staging:
-            shutil.copyfile(config.spm_model_file, staging)
-        write_json(
-            os.path.join(config.export_dir, "classifier_info.json"),
-            {
-                "model_file": "classifier.keras",
-                "task_name": task.name,
-                "labels": None if task.is_regression else list(task.labels),
-                "regression": task.is_regression,
-                "inputs": {
-                    name: "int32 [batch, seq_length]"
-                    for name in ("input_ids", "input_mask", "segment_ids")
-                },
-                "outputs": {
-                    "logits": f"float32 [batch, {task.num_labels}]",
-                    "probabilities": f"float32 [batch, {task.num_labels}]"
-                    + (" (the score, as the original)" if task.is_regression else " (softmax)"),
-                },
-                "max_seq_length": config.max_seq_length,
-                "do_lower_case": config.do_lower_case,
-                "spm_model_file": spm_name,
-                "albert_config_file": "albert_config.json",
-                "checkpoint": checkpoint,
+        info = {
+            "task_name": task.name,
+            "labels": None if task.is_regression else list(task.labels),
+            "regression": task.is_regression,
+            "inputs": {
+                name: "int32 [batch, seq_length]"
+                for name in ("input_ids", "input_mask", "segment_ids")
             },
+            "outputs": {
+                "logits": f"float32 [batch, {task.num_labels}]",
+                "probabilities": f"float32 [batch, {task.num_labels}]"
+                + (" (the score, as the original)" if task.is_regression else " (softmax)"),
+            },
+            "max_seq_length": config.max_seq_length,
+            "do_lower_case": config.do_lower_case,
+        }
+        return write_serving_bundle(
+            config.export_dir,
+            model,
+            "classifier.keras",
+            albert_config,
+            config.spm_model_file,
+            "classifier_info.json",
+            info,
+            checkpoint,
         )
-        logging.info("Exported %s (from %s) to %s", target, checkpoint, config.export_dir)
-        return target
 
 
 def train(

@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import os
 import random
-import shutil
 
 import numpy as np
 import tensorflow as tf
@@ -26,8 +25,9 @@ from absl import logging
 
 from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning import loop
-from albert_tf.io import atomic_path, write_json, write_text
+from albert_tf.io import write_text
 from albert_tf.modeling.heads.multiple_choice import AlbertMultipleChoice
 from albert_tf.tasks.race import inputs as race_inputs
 from albert_tf.tasks.race.inputs import EncodedRaceSplit, RaceDevScorer
@@ -300,34 +300,27 @@ class RaceFinetuneTask:
     ) -> str:
         """Saves `race.keras` (+ config, SentencePiece model, `race_info.json`) to `export_dir`."""
         c = self.settings
-        os.makedirs(c.export_dir, exist_ok=True)
-        target = os.path.join(c.export_dir, "race.keras")
-        with atomic_path(target, suffix=".keras") as staging:
-            model.save(staging)
-        albert_config.to_json_file(os.path.join(c.export_dir, "albert_config.json"))
-        spm_name = os.path.basename(c.spm_model_file)
-        with atomic_path(os.path.join(c.export_dir, spm_name)) as staging:
-            shutil.copyfile(c.spm_model_file, staging)
-        write_json(
-            os.path.join(c.export_dir, "race_info.json"),
-            {
-                "model_file": "race.keras",
-                "labels": list(LABELS),
-                "inputs": {
-                    name: "int32 [batch, 4, seq_length]"
-                    for name in ("input_ids", "input_mask", "segment_ids")
-                },
-                "outputs": {"logits": "float32 [batch, 4]", "probabilities": "float32 [batch, 4]"},
-                "max_seq_length": c.max_seq_length,
-                "max_qa_length": c.max_qa_length,
-                "do_lower_case": c.do_lower_case,
-                "spm_model_file": spm_name,
-                "albert_config_file": "albert_config.json",
-                "checkpoint": checkpoint,
+        info = {
+            "labels": list(LABELS),
+            "inputs": {
+                name: "int32 [batch, 4, seq_length]"
+                for name in ("input_ids", "input_mask", "segment_ids")
             },
+            "outputs": {"logits": "float32 [batch, 4]", "probabilities": "float32 [batch, 4]"},
+            "max_seq_length": c.max_seq_length,
+            "max_qa_length": c.max_qa_length,
+            "do_lower_case": c.do_lower_case,
+        }
+        return write_serving_bundle(
+            c.export_dir,
+            model,
+            "race.keras",
+            albert_config,
+            c.spm_model_file,
+            "race_info.json",
+            info,
+            checkpoint,
         )
-        logging.info("Exported %s (from %s) to %s", target, checkpoint, c.export_dir)
-        return target
 
 
 def run(

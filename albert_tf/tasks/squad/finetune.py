@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
-import shutil
 
 import keras
 import tensorflow as tf
@@ -28,8 +27,8 @@ from absl import logging
 
 from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning import loop
-from albert_tf.io import atomic_path, write_json
 from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1
 from albert_tf.modeling.heads.squad_v2 import AlbertSquadV2
 from albert_tf.tasks.squad import inputs as squad_inputs
@@ -343,38 +342,30 @@ class SquadFinetuneTask:
         """Saves `squad_<version>.keras` (+ config, SentencePiece model, `squad_info.json`) to
         `export_dir`."""
         c = self.settings
-        os.makedirs(c.export_dir, exist_ok=True)
-        model_file = f"{c.name}.keras"
-        target = os.path.join(c.export_dir, model_file)
-        with atomic_path(target, suffix=".keras") as staging:
-            model.save(staging)
-        albert_config.to_json_file(os.path.join(c.export_dir, "albert_config.json"))
-        spm_name = os.path.basename(c.spm_model_file)
-        with atomic_path(os.path.join(c.export_dir, spm_name)) as staging:
-            shutil.copyfile(c.spm_model_file, staging)
         names = ("input_ids", "input_mask", "segment_ids") + (
             ("p_mask",) if c.version == "v2" else ()
         )
-        write_json(
-            os.path.join(c.export_dir, "squad_info.json"),
-            {
-                "model_file": model_file,
-                "version": c.version,
-                "inputs": {name: "int32 [batch, seq_length]" for name in names},
-                "outputs": sorted(model.output.keys()) if isinstance(model.output, dict) else [],
-                "max_seq_length": c.max_seq_length,
-                "doc_stride": c.doc_stride,
-                "max_query_length": c.max_query_length,
-                "n_best_size": c.n_best_size,
-                "max_answer_length": c.max_answer_length,
-                "do_lower_case": c.do_lower_case,
-                "spm_model_file": spm_name,
-                "albert_config_file": "albert_config.json",
-                "checkpoint": checkpoint,
-            },
+        info = {
+            "version": c.version,
+            "inputs": {name: "int32 [batch, seq_length]" for name in names},
+            "outputs": sorted(model.output.keys()) if isinstance(model.output, dict) else [],
+            "max_seq_length": c.max_seq_length,
+            "doc_stride": c.doc_stride,
+            "max_query_length": c.max_query_length,
+            "n_best_size": c.n_best_size,
+            "max_answer_length": c.max_answer_length,
+            "do_lower_case": c.do_lower_case,
+        }
+        return write_serving_bundle(
+            c.export_dir,
+            model,
+            f"{c.name}.keras",
+            albert_config,
+            c.spm_model_file,
+            "squad_info.json",
+            info,
+            checkpoint,
         )
-        logging.info("Exported %s (from %s) to %s", target, checkpoint, c.export_dir)
-        return target
 
 
 def run(
