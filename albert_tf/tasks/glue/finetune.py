@@ -21,8 +21,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.finetuning.task_base import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning import loop
 from albert_tf.finetuning.selection import CheckpointEvaluator
@@ -160,7 +160,7 @@ class GlueDevScorer:
         )
 
 
-class GlueFinetuneTask:
+class GlueFinetuneTask(TaskBase):
     """One GLUE job as the fine-tuning loop sees it (`albert_tf.finetuning.task.Task`).
 
     Args:
@@ -173,18 +173,8 @@ class GlueFinetuneTask:
     """
 
     def __init__(self, settings: FinetuneConfig, tokenizer: AlbertTokenizer | None = None):
-        self.settings = settings
+        super().__init__(settings, tokenizer)
         self.name = settings.task.name
-        self._tokenizer = tokenizer
-
-    @property
-    def tokenizer(self) -> AlbertTokenizer:
-        """The job's tokenizer, loaded on first use."""
-        if self._tokenizer is None:
-            self._tokenizer = AlbertTokenizer(
-                self.settings.spm_model_file, do_lower_case=self.settings.do_lower_case
-            )
-        return self._tokenizer
 
     def build_model(self, albert_config: AlbertConfig) -> AlbertClassifier:
         """A fresh `AlbertClassifier` for the task."""
@@ -192,14 +182,6 @@ class GlueFinetuneTask:
         return AlbertClassifier(
             albert_config, task.num_labels, regression=task.is_regression, seed=self.settings.seed
         )
-
-    def initialize(self, model: AlbertClassifier, checkpoint: str) -> None:
-        """Pretrained backbone (TF1, `.keras` or a classifier's checkpoint) before training."""
-        initialize_task_model(model, checkpoint)
-
-    def load(self, model: AlbertClassifier, checkpoint: str) -> None:
-        """Every classifier weight from a TF1-named classifier checkpoint."""
-        load_task_checkpoint(model, checkpoint)
 
     def _encode(self, split: str) -> EncodedSplit:
         config = self.settings

@@ -23,8 +23,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.finetuning.task_base import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning import loop
 from albert_tf.io import write_text
@@ -34,7 +34,6 @@ from albert_tf.tasks.race.inputs import EncodedRaceSplit, RaceDevScorer
 from albert_tf.tasks.race.examples import LABELS, LEVELS, read_race_examples
 from albert_tf.tasks.race.features import convert_race_example
 from albert_tf.tasks.race.metrics import race_metrics
-from albert_tf.text.tokenization import AlbertTokenizer
 
 # The original release's recommended recipe (its v2 models also used dropout_prob 0, which
 # depends on the model, so it is left to the flag).
@@ -144,7 +143,7 @@ def _digest(paths: list[str]) -> str:
     return digest.hexdigest()
 
 
-class RaceFinetuneTask:
+class RaceFinetuneTask(TaskBase):
     """One RACE job as the fine-tuning loop sees it (`albert_tf.finetuning.task.Task`).
 
     Args:
@@ -158,32 +157,11 @@ class RaceFinetuneTask:
 
     name = "race"
 
-    def __init__(self, settings: RaceConfig, tokenizer: AlbertTokenizer | None = None):
-        self.settings = settings
-        self._tokenizer = tokenizer
-
-    @property
-    def tokenizer(self) -> AlbertTokenizer:
-        """The job's tokenizer, loaded on first use."""
-        if self._tokenizer is None:
-            self._tokenizer = AlbertTokenizer(
-                self.settings.spm_model_file, do_lower_case=self.settings.do_lower_case
-            )
-        return self._tokenizer
-
     def build_model(self, albert_config: AlbertConfig) -> AlbertMultipleChoice:
         """A fresh `AlbertMultipleChoice` (4 choices, the job's `dropout_prob`)."""
         return AlbertMultipleChoice(
             albert_config, dropout_prob=self.settings.dropout_prob, seed=self.settings.seed
         )
-
-    def initialize(self, model: AlbertMultipleChoice, checkpoint: str) -> None:
-        """Pretrained backbone (TF1 or `.keras`), and the head when the checkpoint has it."""
-        initialize_task_model(model, checkpoint)
-
-    def load(self, model: AlbertMultipleChoice, checkpoint: str) -> None:
-        """Every weight, head included, from a TF1-named RACE checkpoint (ours or original)."""
-        load_task_checkpoint(model, checkpoint)
 
     def _split_files(self, split: str) -> list[str]:
         c = self.settings

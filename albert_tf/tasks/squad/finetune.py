@@ -25,8 +25,8 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.finetuning.task_base import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning import loop
 from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1
@@ -170,7 +170,7 @@ def with_schedule(config: SquadConfig, num_questions: int) -> SquadConfig:
     return dataclasses.replace(config, train_step=steps, warmup_step=warmup)
 
 
-class SquadFinetuneTask:
+class SquadFinetuneTask(TaskBase):
     """One SQuAD job as the fine-tuning loop sees it (`albert_tf.finetuning.task.Task`).
 
     Args:
@@ -183,20 +183,10 @@ class SquadFinetuneTask:
     """
 
     def __init__(self, settings: SquadConfig, tokenizer: AlbertTokenizer | None = None):
-        self.settings = settings
+        super().__init__(settings, tokenizer)
         self.name = settings.name
-        self._tokenizer = tokenizer
         self._train_examples: list[SquadExample] | None = None
         self._predict_inputs: SquadPredictInputs | None = None
-
-    @property
-    def tokenizer(self) -> AlbertTokenizer:
-        """The job's tokenizer, loaded on first use."""
-        if self._tokenizer is None:
-            self._tokenizer = AlbertTokenizer(
-                self.settings.spm_model_file, do_lower_case=self.settings.do_lower_case
-            )
-        return self._tokenizer
 
     def build_model(self, albert_config: AlbertConfig) -> keras.Model:
         """A fresh `AlbertSquadV1` or `AlbertSquadV2`, its pooler frozen: the span heads read the
@@ -211,14 +201,6 @@ class SquadFinetuneTask:
             )
         model.backbone.get_layer("pooler").trainable = False
         return model
-
-    def initialize(self, model: keras.Model, checkpoint: str) -> None:
-        """Pretrained backbone (TF1 or `.keras`), and the head when the checkpoint has it."""
-        initialize_task_model(model, checkpoint)
-
-    def load(self, model: keras.Model, checkpoint: str) -> None:
-        """Every weight, head included, from a TF1-named SQuAD checkpoint (ours or original)."""
-        load_task_checkpoint(model, checkpoint)
 
     def train_examples(self) -> list[SquadExample]:
         """The training questions (read once), as the original training reader keeps them."""
