@@ -228,8 +228,9 @@ def define_tpu_and_distribution_flags(flag_values=flags.FLAGS) -> None:
         "strategy",
         "auto",
         list(STRATEGIES),
-        "tf.distribute strategy: auto picks a TPU (--use_tpu/--tpu_name), mirrored over several "
-        "GPUs, else one device. multi_worker is for pretraining only.",
+        "tf.distribute strategy: auto picks a TPU (--use_tpu/--tpu_name), multi_worker when "
+        "TF_CONFIG names a cluster (the chief writes every output), mirrored over several GPUs, "
+        "else one device.",
         flag_values=flag_values,
     )
     flags.DEFINE_enum(
@@ -258,13 +259,19 @@ def note_ignored_flags(names=IGNORED_ORIGINAL_FLAGS, flag_values=flags.FLAGS) ->
             logging.info("--%s is accepted for compatibility and has no effect here", name)
 
 
+def multi_worker_cluster() -> bool:
+    """Whether TF_CONFIG names a cluster of several tasks (a UsageError when it is not JSON)."""
+    from albert_tf.training.distribution import tf_config_has_cluster
+
+    try:
+        return tf_config_has_cluster()
+    except ValueError as error:
+        raise app.UsageError(str(error)) from error
+
+
 def strategy_from_flags(flag_values=flags.FLAGS):
-    """The tf.distribute strategy the TPU and distribution flags ask for (imports TensorFlow)."""
-    if flag_values.strategy == "multi_worker":
-        raise app.UsageError(
-            "--strategy=multi_worker is not supported for fine-tuning (one process writes the "
-            "checkpoints and predictions); use mirrored"
-        )
+    """The tf.distribute strategy the TPU and distribution flags ask for (imports TensorFlow);
+    `auto` is multi-worker when TF_CONFIG names a cluster, as in pretraining."""
     from albert_tf.training.distribution import build_strategy
 
     tpu = flag_values.tpu_name or flag_values.master
@@ -272,7 +279,11 @@ def strategy_from_flags(flag_values=flags.FLAGS):
     if kind == "auto" and flag_values.use_tpu:
         kind = "tpu"
     return build_strategy(
-        kind, tpu=tpu, tpu_zone=flag_values.tpu_zone, gcp_project=flag_values.gcp_project
+        kind,
+        tpu=tpu,
+        tpu_zone=flag_values.tpu_zone,
+        gcp_project=flag_values.gcp_project,
+        multi_worker_cluster=multi_worker_cluster(),
     )
 
 

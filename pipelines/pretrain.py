@@ -9,7 +9,6 @@ Running the same command again resumes from the last checkpoint in --output_dir.
 """
 
 import json
-import os
 import pathlib
 import sys
 
@@ -131,14 +130,6 @@ flags.DEFINE_bool(
 )
 
 
-def _tf_config_has_cluster() -> bool:
-    try:
-        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
-    except json.JSONDecodeError as error:
-        raise app.UsageError(f"TF_CONFIG is not valid JSON: {error}")
-    return sum(len(tasks) for tasks in cluster.values()) > 1
-
-
 def main(argv):
     del argv
     if FLAGS.input_file is None and FLAGS.output_dir is None and FLAGS.albert_config_file is None:
@@ -169,7 +160,7 @@ def main(argv):
             tpu=tpu,
             tpu_zone=FLAGS.tpu_zone,
             gcp_project=FLAGS.gcp_project,
-            multi_worker_cluster=_tf_config_has_cluster(),
+            multi_worker_cluster=_cli.multi_worker_cluster(),
         )
         options = PretrainingOptions(
             **{field: getattr(FLAGS, field) for field in PretrainingOptions.__dataclass_fields__}

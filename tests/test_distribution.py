@@ -1,4 +1,5 @@
-"""Pretraining under tf.distribute on CPU: Mirrored (2 logical devices) and MultiWorker (2 processes)."""
+"""tf.distribute on CPU: pretraining on Mirrored (2 logical devices) and MultiWorker (2 processes),
+SQuAD fine-tuning on MultiWorker against one device, and resuming on every worker."""
 
 import json
 import os
@@ -69,43 +70,127 @@ def _free_ports(count):
     return ports
 
 
-@pytest.mark.slow  # two worker processes, each starting TensorFlow and compiling
-def test_multi_worker_processes_train_and_only_the_chief_writes(tmp_path):
-    config = tmp_path / "albert_config.json"
-    config.write_text(json.dumps(TINY))
+def _run_two_workers(args, scratch):
     workers = [f"localhost:{port}" for port in _free_ports(2)]
+    scratch.mkdir(exist_ok=True)
     processes = []
     for index in range(2):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = {
+            **os.environ,
+            "TF_CONFIG": json.dumps(tf_config),
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "TMPDIR": str(scratch),
+        }
         processes.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    str(ROOT / "pipelines/pretrain.py"),
-                    "--strategy=multi_worker",
-                    f"--input_file={RECORDS}",
-                    f"--output_dir={tmp_path / 'run'}",
-                    f"--albert_config_file={config}",
-                    "--max_seq_length=128",
-                    "--train_batch_size=16",
-                    "--num_train_steps=4",
-                    "--num_warmup_steps=1",
-                    "--save_checkpoints_steps=2",
-                    "--log_every_steps=1",
-                    "--learning_rate=0.01",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env={**os.environ, "TF_CONFIG": json.dumps(tf_config)},
+                args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
             )
         )
     outputs = [p.communicate(timeout=600)[0] for p in processes]
     for p, output in zip(processes, outputs):
         assert p.returncode == 0, output[-3000:]
         assert "strategy multi_worker (CollectiveAllReduceStrategy) with 2 replica(s)" in output
+    return outputs
+
+
+def _pretrain_on_two_workers(tmp_path, num_train_steps):
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(TINY))
+    args = [
+        sys.executable,
+        str(ROOT / "pipelines/pretrain.py"),
+        "--strategy=multi_worker",
+        f"--input_file={RECORDS}",
+        f"--output_dir={tmp_path / 'run'}",
+        f"--albert_config_file={config}",
+        "--max_seq_length=128",
+        "--train_batch_size=16",
+        f"--num_train_steps={num_train_steps}",
+        "--num_warmup_steps=1",
+        "--save_checkpoints_steps=2",
+        "--log_every_steps=1",
+        "--learning_rate=0.01",
+    ]
+    return _run_two_workers(args, tmp_path / "scratch")
+
+
+@pytest.mark.slow  # two worker processes, twice, each starting TensorFlow and compiling
+def test_multi_worker_processes_train_only_the_chief_writes_and_all_resume(tmp_path):
+    _pretrain_on_two_workers(tmp_path, num_train_steps=4)
     # Only the chief wrote outputs; the other worker's scratch directory is gone.
     assert (tmp_path / "run" / "albert_pretrainer.keras").exists()
+    assert not any((tmp_path / "scratch").glob("albert_worker_*"))
     assert sorted(
         p.name for p in (tmp_path / "run" / "checkpoints").iterdir() if "ckpt-4" in p.name
     )
+    # Both workers resume from the chief's last checkpoint: neither starts again from scratch.
+    for output in _pretrain_on_two_workers(tmp_path, num_train_steps=6):
+        assert f"Resuming from {tmp_path / 'run' / 'checkpoints' / 'ckpt-4'} at step 4" in output
+
+
+SQUAD = ROOT / "tests" / "fixtures" / "original_squad"
+
+
+def _squad_v1_args(output_dir, *extra):
+    return [
+        sys.executable,
+        str(ROOT / "pipelines" / "run_squad_v1.py"),
+        f"--spm_model_file={ROOT / 'tests' / 'fixtures' / 'albert_spm' / '30k-clean.model'}",
+        f"--albert_config_file={SQUAD / 'squad_v1_tiny' / 'albert_config.json'}",
+        f"--init_checkpoint={SQUAD / 'squad_v1_tiny' / 'model.ckpt'}",
+        f"--output_dir={output_dir}",
+        f"--train_file={SQUAD / 'train-v2.0-small.json'}",
+        f"--predict_file={SQUAD / 'postprocess_v1.1' / 'dev-v1.1-subset.json'}",
+        "--max_seq_length=128",
+        "--doc_stride=32",
+        "--max_query_length=24",
+        "--train_batch_size=4",
+        "--train_step=4",
+        "--save_checkpoints_steps=2",
+        "--learning_rate=1e-3",
+        "--keep_all_checkpoints",
+        "--do_train",
+        *extra,
+    ]
+
+
+@pytest.mark.slow  # five processes start TensorFlow: two workers twice, one device once
+def test_squad_fine_tuning_on_two_workers_matches_one_device_and_resumes(tmp_path):
+    scratch = tmp_path / "scratch"
+    chief_log, other_log = _run_two_workers(
+        _squad_v1_args(tmp_path / "workers", "--strategy=multi_worker", "--do_predict"), scratch
+    )
+    workers = tmp_path / "workers"
+    # The chief scored both checkpoints and predicted; the other worker wrote nothing.
+    history = json.loads((workers / "eval_results.json").read_text())["history"]
+    assert [h["step"] for h in history] == [2, 4]
+    assert len(json.loads((workers / "predictions.json").read_text())) == 55
+    assert "Not the chief" in other_log and "Not the chief" not in chief_log
+    assert not any(scratch.glob("albert_worker_*"))  # its scratch checkpoints removed
+
+    one = tmp_path / "one_device"
+    result = subprocess.run(
+        _squad_v1_args(one, "--strategy=one_device"), capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = read_tf1_checkpoint(one / "model.ckpt-4")
+    trained = read_tf1_checkpoint(workers / "model.ckpt-4")
+    initial = read_tf1_checkpoint(SQUAD / "squad_v1_tiny" / "model.ckpt")
+    # Same global batches, the loss averaged over the global batch: equal up to round-off.
+    for name in expected:
+        if "pooler" not in name:  # frozen in SQuAD fine-tuning, as the original
+            assert not np.array_equal(trained[name], initial[name]), name
+        assert_close_to_scale(trained[name], expected[name], TRAINING_STEPS, err_msg=name)
+
+    # Killed after step 2: both workers resume from the chief's step-2 checkpoint and state.
+    for stale in workers.glob("model.ckpt-4.*"):
+        stale.unlink()
+    chief_log, other_log = _run_two_workers(
+        _squad_v1_args(workers, "--strategy=multi_worker"), scratch
+    )
+    for log in (chief_log, other_log):
+        assert f"from {workers / 'model.ckpt-2'} (step 2)" in log
+    resumed = read_tf1_checkpoint(workers / "model.ckpt-4")
+    for name in expected:
+        assert_close_to_scale(resumed[name], expected[name], TRAINING_STEPS, err_msg=name)

@@ -4,10 +4,12 @@ import dataclasses
 import json
 import os
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.checkpoints.task_heads import load_task_checkpoint
+from albert_tf.checkpoints.tf1 import read_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import loop
 from albert_tf.modeling.heads.classifier import AlbertClassifier
@@ -130,3 +132,52 @@ def test_loop_trains_scores_predicts_and_exports_any_task(tmp_path):
     # Eval-only re-scores the saved checkpoints with the same figures.
     again = loop.run(HasSevenTask(settings), do_train=False, do_eval=True, do_predict=False)
     assert again["eval"]["history"] == results["history"]
+
+
+@dataclasses.dataclass
+class Float16Settings(Settings):
+    mixed_precision: str = "fp16"
+
+
+class RecordingTask(HasSevenTask):
+    def __init__(self, settings):
+        super().__init__(settings)
+        self.models = []
+
+    def build_model(self, albert_config):
+        self.models.append(super().build_model(albert_config))
+        return self.models[-1]
+
+
+def test_fp16_fine_tuning_scales_the_loss_keeps_float32_weights_and_resumes(tmp_path):
+    config_file = tmp_path / "albert_config.json"
+    AlbertConfig(**MICRO).to_json_file(config_file)
+    settings = Float16Settings(str(tmp_path / "out"), albert_config_file=str(config_file))
+    task = RecordingTask(settings)
+    summary = loop.run(task, do_train=True, do_eval=True, do_predict=False)
+
+    trained = task.models[0]
+    assert isinstance(trained.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert trained.backbone.get_layer("embeddings").compute_dtype == "float16"
+    assert all(w.dtype == "float32" for w in trained.trainable_weights)
+    scale = float(trained.optimizer.dynamic_scale.numpy())
+    assert np.isfinite(scale) and scale > 0
+    assert keras.config.dtype_policy().name == "float32"  # the job's policy does not leak
+    history = summary["eval"]["history"]
+    assert [h["step"] for h in history] == [3, 6]
+    out = tmp_path / "out"
+    weights = read_tf1_checkpoint(out / "model.ckpt-6")
+    assert all(v.dtype == np.float32 and np.isfinite(v).all() for v in weights.values())
+    start = read_tf1_checkpoint(out / "model.ckpt-3")
+    assert any(not np.array_equal(weights[n], start[n]) for n in weights)
+
+    # Stopped after step 3: the resumed run takes up the optimizer's loss scale with its moments.
+    for stale in out.glob("model.ckpt-6.*"):
+        stale.unlink()
+    resumed = RecordingTask(settings)
+    loop.run(resumed, do_train=True, do_eval=False, do_predict=False)
+    state = tf.train.load_checkpoint(str(out / "train_state" / "optimizer-3"))
+    saved_scale = state.get_tensor("optimizer/dynamic_scale/.ATTRIBUTES/VARIABLE_VALUE")
+    assert np.isfinite(saved_scale) and saved_scale > 0
+    assert int(resumed.models[0].optimizer.iterations.numpy()) == 6
+    assert (out / "model.ckpt-6.index").exists()

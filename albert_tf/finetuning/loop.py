@@ -1,15 +1,13 @@
 """The task-agnostic fine-tuning loop: train, score every checkpoint, keep the best, predict.
 
-Training uses Keras `fit` with the original AdamW (or LAMB) and schedule, saving a TF1-named
-checkpoint `model.ckpt-<step>` every `save_checkpoints_steps` and at the last step; with an
-evaluator each is scored on dev as soon as it is saved (`selection`: final and best checkpoint
-in `eval_results.json`, best copied to `model.ckpt-best`). Prediction and export use the best
-checkpoint when there is one. What differs per benchmark comes from a `Task`.
-
-Running the same job again in the same `output_dir` resumes from its last `model.ckpt-<step>`
-(`albert_tf.finetuning.resume`): weights, optimizer moments and step, the batches continuing
-where they stopped. The job's settings may also name a `mixed_precision` ("none", "bf16",
-"fp16", as pretraining); `run` takes a tf.distribute strategy.
+Training (`albert_tf.finetuning.training`) saves a TF1-named checkpoint `model.ckpt-<step>` every
+`save_checkpoints_steps`; with an evaluator each is scored on dev as soon as it is saved
+(`selection`: final and best checkpoint in `eval_results.json`, best copied to `model.ckpt-best`).
+Prediction and export use the best checkpoint when there is one. What differs per benchmark
+comes from a `Task`. Running the same job again in the same `output_dir` resumes it
+(`albert_tf.finetuning.resume`). The job's settings may also name a `mixed_precision` ("none",
+"bf16", "fp16", as pretraining); `run` takes a tf.distribute strategy — under a multi-worker one
+all workers train and the chief alone scores, predicts and exports, on one process's devices.
 
 Deliberate differences from the original scripts, none changing the maths: no checkpoint at
 step 0; after a resume the dropout masks are not those an uninterrupted run would have drawn.
@@ -17,20 +15,16 @@ step 0; after a resume the dropout masks are not those an uninterrupted run woul
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
 import os
-import time
 import zipfile
 
 import keras
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints.tf1 import resolve_checkpoint_prefix, save_tf1_checkpoint
+from albert_tf.checkpoints.tf1 import resolve_checkpoint_prefix
 from albert_tf.config import AlbertConfig
-from albert_tf.finetuning import resume
 from albert_tf.finetuning.selection import (
     BEST_CHECKPOINT,
     CHECKPOINT_PREFIX,
@@ -38,8 +32,19 @@ from albert_tf.finetuning.selection import (
     list_checkpoints,
 )
 from albert_tf.finetuning.task import LoopSettings, Task
-from albert_tf.training.optimization import create_optimizer
-from albert_tf.training.pretraining import MIXED_PRECISION_POLICIES
+from albert_tf.finetuning.training import precision_policy, train
+from albert_tf.training.distribution import is_chief, is_multi_worker
+
+__all__ = [
+    "checkpoint_step",
+    "evaluate_checkpoints",
+    "inference_checkpoint",
+    "load_for_inference",
+    "precision_policy",
+    "resolve_albert_config",
+    "run",
+    "train",
+]
 
 
 def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
@@ -74,156 +79,12 @@ def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
     return albert_config
 
 
-@contextlib.contextmanager
-def precision_policy(config: LoopSettings):
-    """Keras's dtype policy set to the job's `mixed_precision` (default "none") inside."""
-    name = getattr(config, "mixed_precision", "none")
-    if name not in MIXED_PRECISION_POLICIES:
-        raise ValueError(
-            f"mixed_precision must be one of {sorted(MIXED_PRECISION_POLICIES)}, got {name!r}"
-        )
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[name])
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(previous)
-
-
 def checkpoint_step(path: str) -> int:
     """The `global_step` a TF1 checkpoint holds; 0 for one without (or a `.keras` file)."""
     if str(path).endswith(".keras"):
         return 0
     reader = tf.train.load_checkpoint(resolve_checkpoint_prefix(path))
     return int(reader.get_tensor("global_step")) if reader.has_tensor("global_step") else 0
-
-
-class _CheckpointEveryN(keras.callbacks.Callback):
-    """Ends training at `train_step`; at each epoch end (= every N steps) saves the optimizer's
-    state, then the TF1 checkpoint, then evaluates it."""
-
-    def __init__(
-        self,
-        config: LoopSettings,
-        evaluator: CheckpointEvaluator | None,
-        optimizer_state: resume.OptimizerState,
-        start_step: int,
-    ):
-        super().__init__()
-        self.config, self.evaluator = config, evaluator
-        self.optimizer_state = optimizer_state
-        self.saved: list[tuple[int, str]] = []
-        self._start, self._start_step = time.time(), start_step
-
-    def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
-        if step % self.config.log_every_steps == 0 or step == self.config.train_step:
-            rate = (step - self._start_step) / max(time.time() - self._start, 1e-9)
-            logging.info(
-                "step %d/%d loss %.4f (mean since last checkpoint) lr %.3g, %.2f steps/s",
-                step,
-                self.config.train_step,
-                float(logs.get("loss", math.nan)),
-                float(self.model.optimizer.learning_rate),
-                rate,
-            )
-        if step >= self.config.train_step:
-            self.model.stop_training = True
-
-    def on_epoch_end(self, epoch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
-        # The optimizer's state first: a model.ckpt-<step> always has its state beside it.
-        self.optimizer_state.save(step)
-        prefix = save_tf1_checkpoint(
-            self.model,
-            os.path.join(self.config.output_dir, f"{CHECKPOINT_PREFIX}-{step}"),
-            global_step=step,
-        )
-        self.saved.append((step, prefix))
-        if self.evaluator is not None:
-            self.evaluator.evaluate(self.model, step, prefix)
-
-
-def train(
-    task: Task,
-    albert_config: AlbertConfig,
-    evaluator: CheckpointEvaluator | None = None,
-    strategy: tf.distribute.Strategy | None = None,
-) -> list[tuple[int, str]]:
-    """Fine-tunes from `init_checkpoint` (random init without one), or resumes from the last
-    checkpoint in `output_dir`; returns the checkpoints saved by this call.
-
-    With an evaluator, each checkpoint is scored right after it is saved (the original ran a
-    separate eval job that polled the checkpoints); a resumed run takes up the earlier scores.
-    """
-    config = task.settings
-    strategy = strategy or tf.distribute.get_strategy()
-    replicas = strategy.num_replicas_in_sync
-    if config.train_batch_size % replicas:
-        raise ValueError(
-            f"train_batch_size={config.train_batch_size} must divide evenly over {replicas} replicas"
-        )
-    resumed = resume.resume_point(task)
-    os.makedirs(config.output_dir, exist_ok=True)
-    albert_config.to_json_file(os.path.join(config.output_dir, "albert_config.json"))
-    with precision_policy(config):
-        keras.utils.set_random_seed(config.seed)
-        dataset, num_examples = task.train_dataset()
-        with strategy.scope():
-            model = task.build_model(albert_config)
-            model.compile(
-                optimizer=create_optimizer(
-                    config.learning_rate,
-                    config.train_step,
-                    config.warmup_step,
-                    optimizer=config.optimizer,
-                ),
-                jit_compile=config.jit_compile,
-            )
-            model.optimizer.build(model.trainable_variables)
-        optimizer_state = resume.OptimizerState(model.optimizer, config.output_dir)
-        done = 0
-        if resumed is not None:
-            done, prefix = resumed
-            task.load(model, prefix)
-            optimizer_state.restore(done)
-            logging.info("Resuming %s from %s (step %d)", task.name, prefix, done)
-            if evaluator is not None:
-                evaluator.restore(done)
-                if done not in evaluator.steps:  # saved, then stopped before its evaluation
-                    evaluator.evaluate(model, done, prefix)
-            dataset = dataset.skip(done)  # the batches an uninterrupted run would take next
-        elif config.init_checkpoint:
-            task.initialize(model, config.init_checkpoint)
-        else:
-            logging.warning("No init_checkpoint: fine-tuning a randomly initialised model")
-        resume.record_settings(task)
-        if done >= config.train_step:
-            logging.info("Already at step %d of %d: nothing to train", done, config.train_step)
-            return []
-        logging.info(
-            "Training %s: %d examples, steps %d..%d, batch %d over %d replica(s), lr %g, warmup %d",
-            task.name,
-            num_examples,
-            done,
-            config.train_step,
-            config.train_batch_size,
-            replicas,
-            config.learning_rate,
-            config.warmup_step,
-        )
-        callback = _CheckpointEveryN(config, evaluator, optimizer_state, done)
-        # One epoch per checkpoint interval; the callback stops the last one at `train_step`.
-        model.fit(
-            dataset,
-            epochs=math.ceil(config.train_step / config.save_checkpoints_steps),
-            initial_epoch=done // config.save_checkpoints_steps,
-            steps_per_epoch=config.save_checkpoints_steps,
-            callbacks=[callback],
-            shuffle=False,
-            verbose=0,
-        )
-    return callback.saved
 
 
 def _build(task: Task, albert_config: AlbertConfig, strategy: tf.distribute.Strategy | None):
@@ -301,14 +162,19 @@ def run(
     albert_config = resolve_albert_config(config)
     if do_predict:
         task.check_predict_inputs()  # fail before hours of training
+    chief = strategy is None or is_chief(strategy)
+    # Scoring, prediction and export run in one process: never on a multi-worker strategy.
+    local_strategy = None if is_multi_worker(strategy) else strategy
     with precision_policy(config):
         if checkpoint:
+            if not chief:
+                return {}
             return _run_one_checkpoint(
-                task, albert_config, checkpoint, do_eval, do_predict, strategy
+                task, albert_config, checkpoint, do_eval, do_predict, local_strategy
             )
         summary: dict = {}
         evaluator = None
-        if do_eval:
+        if do_eval and chief:
             evaluator = CheckpointEvaluator(
                 task.dev_scorer(), config.output_dir, config.keep_all_checkpoints
             )
@@ -317,14 +183,17 @@ def run(
             summary["checkpoints"] = [p for _, p in saved]
             if evaluator is not None:
                 summary["eval"] = evaluator.write()
-        elif do_eval:
-            summary["eval"] = evaluate_checkpoints(task, albert_config, evaluator, strategy)
+        if not chief:
+            logging.info("Not the chief: the chief scores, predicts and writes the outputs")
+            return summary
+        if do_eval and not do_train:
+            summary["eval"] = evaluate_checkpoints(task, albert_config, evaluator, local_strategy)
         if do_predict:
             inputs = task.predict_inputs()  # bad rows are reported before a missing checkpoint
-            model, path = load_for_inference(task, albert_config, strategy)
+            model, path = load_for_inference(task, albert_config, local_strategy)
             summary["predictions"] = task.predict(model, path, inputs)
         if config.export_dir:
-            model, path = load_for_inference(task, albert_config, strategy)
+            model, path = load_for_inference(task, albert_config, local_strategy)
             summary["export"] = task.export(model, path, albert_config)
         return summary
 

@@ -92,7 +92,9 @@ class OptimizerState:
 
     Args:
       optimizer: the compiled model's optimizer, built (its slots exist).
-      output_dir: the run's output directory.
+      output_dir: the run's output directory (restored from).
+      save_dir: where `save` writes, when not `output_dir` (a multi-worker job's other workers
+        restore from the chief's `output_dir` but save into a scratch directory).
 
     Example:
       state = OptimizerState(model.optimizer, "out/squad")
@@ -100,14 +102,17 @@ class OptimizerState:
       state.restore(1000)         # True: moments and step are those of step 1000
     """
 
-    def __init__(self, optimizer, output_dir: str):
+    def __init__(self, optimizer, output_dir: str, save_dir: str | None = None):
         self.optimizer = optimizer
         self.directory = os.path.join(output_dir, TRAIN_STATE_DIR)
         self._checkpoint = tf.train.Checkpoint(optimizer=optimizer)
         # Two, so that a crash between this save and the model's leaves the state of the model's
         # last checkpoint in place.
         self._manager = tf.train.CheckpointManager(
-            self._checkpoint, self.directory, max_to_keep=2, checkpoint_name=OPTIMIZER_PREFIX
+            self._checkpoint,
+            os.path.join(save_dir or output_dir, TRAIN_STATE_DIR),
+            max_to_keep=2,
+            checkpoint_name=OPTIMIZER_PREFIX,
         )
 
     def save(self, step: int) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 
 import tensorflow as tf
@@ -84,6 +86,21 @@ def _check_reachable(address: str, timeout_seconds: float = 20.0) -> None:
         socket.create_connection((host, int(port)), timeout=timeout_seconds).close()
     except (OSError, ValueError) as error:
         raise TPUUnavailableError(f"could not reach TPU at {address}: {error}") from error
+
+
+def tf_config_has_cluster() -> bool:
+    """True when the TF_CONFIG environment variable describes a cluster of several tasks (a
+    multi-worker job); raises ValueError when it is not valid JSON."""
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not valid JSON: {error}") from error
+    return sum(len(tasks) for tasks in cluster.values()) > 1
+
+
+def is_multi_worker(strategy: tf.distribute.Strategy | None) -> bool:
+    """True for a strategy whose replicas live in several processes (MultiWorkerMirrored)."""
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

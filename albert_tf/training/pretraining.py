@@ -208,14 +208,16 @@ def run_pretraining(
         manager = tf.train.CheckpointManager(
             checkpoint, os.path.join(work_dir, "checkpoints"), max_to_keep=o.keep_checkpoint_max
         )
-        results = {"output_dir": o.output_dir, "resumed_from": manager.latest_checkpoint}
+        # Every worker resumes from the chief's checkpoints (a multi-worker job's output_dir is
+        # on a filesystem all workers share): a worker restoring anything else would train on
+        # other weights than the chief's, its gradients still summed with the chief's.
+        latest = tf.train.latest_checkpoint(os.path.join(o.output_dir, "checkpoints"))
+        results = {"output_dir": o.output_dir, "resumed_from": latest}
         if o.skip_corrupt_records:
             results["skipped_records"] = skipped  # per input file, only those with any
-        if manager.latest_checkpoint:
-            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-            logging.info(
-                "Resuming from %s at step %d", manager.latest_checkpoint, optimizer_step(model)
-            )
+        if latest:
+            checkpoint.restore(latest).assert_existing_objects_matched()
+            logging.info("Resuming from %s at step %d", latest, optimizer_step(model))
         elif o.init_checkpoint:
             load_initial_weights(model, o.init_checkpoint)
         try:
