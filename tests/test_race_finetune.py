@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from albert_tf.checkpoints import read_tf1_checkpoint
-from albert_tf.finetuning import loop
+from albert_tf.finetuning import training
 from albert_tf.tasks.race import finetune as race
 from albert_tf.tasks.race.examples import LABELS
 from tests.tolerances import GOLDEN, SAME_MODEL, TRAINING_STEPS, assert_close_to_scale
@@ -178,7 +178,7 @@ def test_rerun_after_a_crash_resumes_exactly_where_it_stopped(data_dir, tmp_path
         make_config(data_dir, tmp_path / "whole", train_step=6), True, True, False
     )
 
-    saved = loop.save_tf1_checkpoint
+    saved = training.save_tf1_checkpoint
 
     def crash_after_step_4(model, path, global_step=None):
         prefix = saved(model, path, global_step)
@@ -186,7 +186,7 @@ def test_rerun_after_a_crash_resumes_exactly_where_it_stopped(data_dir, tmp_path
             raise KeyboardInterrupt("killed after saving step 4, before evaluating it")
         return prefix
 
-    monkeypatch.setattr(loop, "save_tf1_checkpoint", crash_after_step_4)
+    monkeypatch.setattr(training, "save_tf1_checkpoint", crash_after_step_4)
     out = tmp_path / "crashed"
     config = make_config(data_dir, out, train_step=6)
     with pytest.raises(KeyboardInterrupt):
@@ -194,7 +194,7 @@ def test_rerun_after_a_crash_resumes_exactly_where_it_stopped(data_dir, tmp_path
     assert [h["step"] for h in json.loads((out / "eval_results.json").read_text())["history"]] == [
         2
     ]
-    monkeypatch.setattr(loop, "save_tf1_checkpoint", saved)
+    monkeypatch.setattr(training, "save_tf1_checkpoint", saved)
 
     resumed = race.run(config, True, True, False)
     # Steps 5-6 were trained; step 2's score was taken up, step 4 scored on resuming.

@@ -25,6 +25,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.task_base import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning import loop
+from albert_tf.finetuning.progress import predict_with_progress
 from albert_tf.finetuning.selection import CheckpointEvaluator
 from albert_tf.io import write_text
 from albert_tf.modeling.heads.classifier import AlbertClassifier
@@ -127,9 +128,12 @@ def read_split(config: FinetuneConfig, split: str) -> glue.GlueSplit:
     return result
 
 
-def predict_logits(model: keras.Model, dataset: tf.data.Dataset) -> np.ndarray:
-    """Inference-mode logits [N, num_labels] of a classifier over a dataset."""
-    return np.asarray(model.predict(dataset, verbose=0)["logits"])
+def predict_logits(
+    model: keras.Model, dataset: tf.data.Dataset, what: str = "GLUE", total: int | None = None
+) -> np.ndarray:
+    """Inference-mode logits [N, num_labels] of a classifier over a dataset of `total` examples
+    (`what` and `total` for the progress lines)."""
+    return np.asarray(predict_with_progress(model, dataset, what, total)["logits"])
 
 
 @dataclasses.dataclass
@@ -155,9 +159,8 @@ class GlueDevScorer:
 
     def score(self, model: keras.Model) -> dict[str, float]:
         """The task's metrics of `model` on dev (`selection_metric` among them)."""
-        return glue_metrics.task_metrics(
-            self.name, self.labels, predict_logits(model, self.dataset)
-        )
+        logits = predict_logits(model, self.dataset, f"{self.name} dev", len(self.labels))
+        return glue_metrics.task_metrics(self.name, self.labels, logits)
 
 
 class GlueFinetuneTask(TaskBase):
@@ -230,7 +233,8 @@ class GlueFinetuneTask(TaskBase):
     ) -> dict[str, str]:
         """Writes `test_results.tsv` (probabilities) and the GLUE submission file."""
         config, task = self.settings, self.settings.task
-        outputs = model.predict(self._batches(inputs, config.predict_batch_size, False), verbose=0)
+        batches = self._batches(inputs, config.predict_batch_size, False)
+        outputs = predict_with_progress(model, batches, f"{self.name} test", len(inputs.guids))
         probabilities = np.asarray(outputs["probabilities"])
         if task.is_regression:
             answers = [str(float(p[0])) for p in probabilities]

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.finetuning.progress import predict_with_progress
 from albert_tf.io import atomic_path, write_json
 from albert_tf.tasks.race.examples import RaceExample
 from albert_tf.tasks.race.features import RaceFeature
@@ -177,9 +178,14 @@ class RaceDevScorer:
     dataset: tf.data.Dataset
     selection_metric: str = SELECTION_METRIC
 
-    def logits(self, model: keras.Model) -> np.ndarray:
-        """Inference-mode option logits [N, 4]."""
-        return np.asarray(model.predict(self.dataset, verbose=0)["logits"])
+    def logits(self, model: keras.Model, what: str | None = None) -> np.ndarray:
+        """Inference-mode option logits [N, 4]; `what` names the split in the progress lines
+        (default: "<name> dev")."""
+        what = what or f"{self.name} dev"
+        outputs = predict_with_progress(
+            model, self.dataset, what, len(self.split.examples), "questions"
+        )
+        return np.asarray(outputs["logits"])
 
     def score(self, model: keras.Model) -> dict[str, float]:
         """eval_accuracy, eval_loss, and accuracy per level (`race_metrics`)."""

@@ -10,6 +10,7 @@ from typing import Protocol
 import keras
 import numpy as np
 
+from albert_tf.finetuning.progress import predict_with_progress
 from albert_tf.tasks.squad import inputs as squad_inputs
 from albert_tf.tasks.squad import metrics as squad_metrics
 from albert_tf.tasks.squad.examples import SquadExample, SquadFormatError
@@ -92,9 +93,10 @@ class SquadPredictInputs:
 
 
 def predict_squad(
-    model: keras.Model, config: ScoringSettings, inputs: SquadPredictInputs
+    model: keras.Model, config: ScoringSettings, inputs: SquadPredictInputs, what: str = "SQuAD"
 ) -> tuple[SquadPredictions, dict[str, float] | None]:
-    """The predict file's answers from `model` and, when it is scorable, their metrics.
+    """The predict file's answers from `model` and, when it is scorable, their metrics; `what`
+    names the prediction in its progress lines.
 
     v1: official v1.1 `exact_match` and `f1`. v2: the original's `evaluate_v2` (best span, null
     threshold = the official search's best_f1_thresh, "" where the null odds reach it): the
@@ -104,7 +106,7 @@ def predict_squad(
     batches = squad_inputs.predict_dataset(
         inputs.record_file, config.max_seq_length, config.predict_batch_size, len(inputs.features)
     )
-    outputs = model.predict(batches, verbose=0)
+    outputs = predict_with_progress(model, batches, what, len(inputs.features), "windows")
     if config.version == "v1":
         results = raw_results_v1(inputs.unique_ids, outputs["start_logits"], outputs["end_logits"])
         predictions = postprocess_v1(
@@ -151,4 +153,4 @@ class SquadDevScorer:
 
     def score(self, model: keras.Model) -> dict[str, float]:
         """The official metrics of `model`'s predictions (see `predict_squad`)."""
-        return predict_squad(model, self.config, self.inputs)[1]
+        return predict_squad(model, self.config, self.inputs, f"{self.name} dev")[1]
