@@ -4,7 +4,8 @@
 #   run the demo:        docker run --rm -v $PWD/runs:/app/runs albert-tf
 #   pretrain:            docker run --rm [--gpus all] -v /data:/data albert-tf \
 #                            python pipelines/pretrain.py --input_file=/data/train-*.tfrecord ...
-#   TF Serving image of an exported model (pipelines/export.py; the ids signatures, stock ops):
+#   TF Serving image of an exported model (pipelines/export.py; ids or text-in models alike: the
+#   model server links tensorflow-text's ops):
 #     docker build --target serving --build-arg MODEL_DIR=exported/albert --build-arg MODEL_NAME=albert -t albert-serving .
 #     docker run --rm -p 8500:8500 -p 8501:8501 albert-serving
 

@@ -20,7 +20,8 @@ from albert_tf.export.qa_offsets import ContextPieces
 from albert_tf.export.qa_text import QaSettings
 from albert_tf.export.qa_verify import PROBE_QUESTIONS, answer_differences, python_path_answers
 from albert_tf.export.qa_windows import build_windows
-from albert_tf.export.savedmodel import non_stock_ops, serialize_examples
+from albert_tf.export.savedmodel import serialize_examples
+from albert_tf.export.serving_ops import non_stock_ops, ops_tf_serving_lacks
 from albert_tf.export.task_checkpoints import load_task_head
 from albert_tf.export.task_signatures import p_mask_of, squad_v2_logits
 from albert_tf.modeling.heads.classifier import AlbertClassifier
@@ -335,9 +336,12 @@ def test_every_export_is_written_exactly_when_it_passes_its_gate(exported):
     for kind in ("squad_v1", "squad_v2"):
         artifacts = exported["reports"][kind]["artifacts"]
         assert artifacts["text"]["failures"] == [] and artifacts["saved_model"]["failures"] == []
-        # The ids model runs on stock TF Serving (checked by the export); the text one needs
-        # tensorflow-text's ops.
-        assert non_stock_ops(artifacts["text"]["path"]), kind
+        # The ids model needs core TensorFlow only; the text one tensorflow-text's ops too, all
+        # of them linked into the stock TF Serving model server.
+        paths = ExportConfig(str(exported["dir"]), kind).destinations()
+        assert "TFText>FastSentencepieceTokenize" in non_stock_ops(paths["text"]), kind
+        assert ops_tf_serving_lacks(paths["text"]) == [], kind
+        assert non_stock_ops(paths["saved_model"]) == [], kind
         assert artifacts["tflite_fp32"]["failures"] == artifacts["tflite_fp16"]["failures"] == []
     assert exported["reports"]["race"]["artifacts"]["tflite_fp32"]["failures"] == []
 

@@ -3,8 +3,8 @@
 Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
 
     <model_name>/<version>/                ids SavedModel: stock TF ops only
-    <model_name>_preprocessing/<version>/  text -> ids SavedModel (tensorflow-text ops)
-    <model_name>_text/<version>/           text -> outputs SavedModel (tensorflow-text ops;
+    <model_name>_preprocessing/<version>/  text -> ids SavedModel (+ tensorflow-text ops)
+    <model_name>_text/<version>/           text -> outputs SavedModel (+ tensorflow-text ops;
                                            SQuAD heads: question, context -> answer, `qa_text`)
     <model_name>_tflite/<version>/         <model_name>_{fp32,fp16,int8_dynamic,int8,
                                                          int8_integer_only}.tflite

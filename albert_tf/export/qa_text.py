@@ -10,8 +10,8 @@ best span), `probability` (its softmax share of the n-best list) and the list it
 `best_span` (the best span's text whatever the null decision), `null_odds` and `no_answer`
 (null odds >= the threshold stored in the model, in which case `answer` is "").
 
-The graph needs tensorflow-text ops (as the other text models): TF Serving must be built with
-them.
+The graph needs tensorflow-text ops (as the other text models), which the stock TF Serving model
+server links (`serving_ops`): the export checks that it uses no other add-on op.
 """
 
 from __future__ import annotations

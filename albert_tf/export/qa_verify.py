@@ -19,6 +19,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.export.qa_text import QA_SETTINGS_FILE, QaSettings, QaTextModel, save_qa_text_model
+from albert_tf.export.serving_ops import tf_serving_failures
 from albert_tf.tasks.squad.examples import SquadExample, read_squad_examples
 from albert_tf.tasks.squad.features import convert_examples_to_features
 from albert_tf.tasks.squad.postprocess_v1 import postprocess_v1, raw_results_v1
@@ -196,6 +197,7 @@ def verify_qa_text_model(
     got = {k: np.concatenate([r[k].numpy() for r in rows]) for k in rows[0]}
     threshold = settings.null_score_diff_threshold if head.kind == "squad_v2" else None
     failures = answer_differences(expected, got, [e.qas_id for e in examples], threshold)
+    failures += tf_serving_failures(path)
     return {"figures": {"num_questions": len(examples)}, "failures": failures}
 
 

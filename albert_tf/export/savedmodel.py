@@ -1,4 +1,4 @@
-"""SavedModels for TF Serving: token ids in (stock TF ops only), and text in (needs tf-text ops).
+"""SavedModels for TF Serving: token ids in (core TF ops only), and text in (+ tf-text ops).
 
 The ids model has the signatures of its head (`heads.REGISTRY`): `serving_default` (`input_ids`,
 `input_mask`, `segment_ids` int32 [batch, seq] -> the head's outputs) and, for a pretrainer, `mlm`
@@ -7,9 +7,10 @@ batch of serialized `tf.Example`s with the three features as int64 [max_seq_leng
 schema). Inputs are checked in-graph, so a bad request fails with a message naming the input
 instead of returning garbage.
 
-The text models wrap `AlbertPreprocessingLayer` (tensorflow-text ops, which stock TF Serving lacks):
-a preprocessing model (strings -> the three id tensors) and an end-to-end model (strings -> the
-head's outputs), each with `serving_default` (`text`) and `pairs` (`text_a`, `text_b`).
+The text models wrap `AlbertPreprocessingLayer` (tensorflow-text ops, which the stock TF Serving
+model server links, `serving_ops`): a preprocessing model (strings -> the three id tensors) and an
+end-to-end model (strings -> the head's outputs), each with `serving_default` (`text`) and `pairs`
+(`text_a`, `text_b`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
-from tensorflow.core.protobuf import saved_model_pb2
 
 from albert_tf import records
 from albert_tf.config import AlbertConfig
 from albert_tf.export.heads import POSITIONS, HeadSpec, head_spec
 from albert_tf.export.parity import ParityThresholds, merge_figures, parity_failures, parity_figures
+from albert_tf.export.serving_ops import non_stock_ops, tf_serving_failures
 from albert_tf.modeling.model import BACKBONE_INPUTS
 from albert_tf.training.input_pipeline import feature_spec
 
@@ -234,28 +235,6 @@ def text_functions(preprocessing, head: ServingHead | None) -> dict:
     }
 
 
-def graph_op_types(path: str) -> set[str]:
-    """Every op type in a SavedModel's graph and function library."""
-    saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
-        saved_model.ParseFromString(f.read())
-    ops = set()
-    for meta_graph in saved_model.meta_graphs:
-        ops.update(node.op for node in meta_graph.graph_def.node)
-        for function in meta_graph.graph_def.library.function:
-            ops.update(node.op for node in function.node_def)
-    return ops
-
-
-def non_stock_ops(path: str) -> list[str]:
-    """Op types of a SavedModel that core TensorFlow (hence stock TF Serving) does not define.
-
-    `tf.raw_ops` lists exactly the ops built into TensorFlow; tensorflow-text's (`TFText>...`) and
-    other add-on ops are not in it even after their library is loaded.
-    """
-    return sorted(op for op in graph_op_types(path) if not hasattr(tf.raw_ops, op))
-
-
 def serialize_examples(
     examples: dict[str, np.ndarray], names: tuple[str, ...] = BACKBONE_INPUTS
 ) -> np.ndarray:
@@ -354,10 +333,14 @@ def verify_text_models(
         )
     text_figures = merge_figures(text_figures)
     return {
-        "preprocessing": {"figures": {"num_texts": len(texts)}, "failures": id_failures},
+        "preprocessing": {
+            "figures": {"num_texts": len(texts)},
+            "failures": id_failures + tf_serving_failures(preprocessing_path),
+        },
         "text": {
             "figures": text_figures,
-            "failures": parity_failures("saved_model", text_figures, thresholds),
+            "failures": parity_failures("saved_model", text_figures, thresholds)
+            + tf_serving_failures(text_path),
         },
     }
 
