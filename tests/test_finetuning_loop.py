@@ -6,6 +6,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from albert_tf.checkpoints.task_heads import load_task_checkpoint
@@ -13,6 +14,9 @@ from albert_tf.checkpoints.tf1 import read_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import loop
 from albert_tf.modeling.heads.classifier import AlbertClassifier
+from albert_tf.tasks.glue.finetune import FinetuneConfig
+from albert_tf.tasks.race.config import RaceConfig
+from albert_tf.tasks.squad.config import SquadConfig, with_schedule
 from tests.model_configs import MICRO
 
 SEQ = 8
@@ -181,3 +185,19 @@ def test_fp16_fine_tuning_scales_the_loss_keeps_float32_weights_and_resumes(tmp_
     assert np.isfinite(saved_scale) and saved_scale > 0
     assert int(resumed.models[0].optimizer.iterations.numpy()) == 6
     assert (out / "model.ckpt-6.index").exists()
+
+
+@pytest.mark.parametrize("task", ["glue", "squad", "race"])
+def test_every_task_config_refuses_non_positive_sizes_and_warmup_past_training(task, tmp_path):
+    def make(**overrides):
+        if task == "glue":
+            return FinetuneConfig("mrpc", str(tmp_path), str(tmp_path), "spm", **overrides)
+        if task == "squad":
+            return with_schedule(SquadConfig("v1", str(tmp_path), "spm", **overrides), 100)
+        return RaceConfig(str(tmp_path), str(tmp_path), "spm", **overrides)
+
+    make(train_step=10, warmup_step=10)  # warmup may take every step
+    with pytest.raises(ValueError, match="train_batch_size must be > 0, got 0"):
+        make(train_batch_size=0)
+    with pytest.raises(ValueError, match=r"warmup_step must be in \[0, train_step=10\], got 11"):
+        make(train_step=10, warmup_step=11)

@@ -24,6 +24,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.task_base import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
+from albert_tf.finetuning.checks import check_positive, check_warmup
 from albert_tf.finetuning import loop
 from albert_tf.finetuning.progress import predict_with_progress
 from albert_tf.finetuning.selection import CheckpointEvaluator
@@ -95,19 +96,19 @@ class FinetuneConfig:
 
     def __post_init__(self):
         self.task = glue.get_task(self.task_name)
-        for name in (
-            "max_seq_length",
-            "train_step",
-            "train_batch_size",
-            "eval_batch_size",
-            "predict_batch_size",
-            "save_checkpoints_steps",
-            "log_every_steps",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if not 0 <= self.warmup_step <= self.train_step:
-            raise ValueError(f"warmup_step must be in [0, train_step], got {self.warmup_step}")
+        check_positive(
+            self,
+            (
+                "max_seq_length",
+                "train_step",
+                "train_batch_size",
+                "eval_batch_size",
+                "predict_batch_size",
+                "save_checkpoints_steps",
+                "log_every_steps",
+            ),
+        )
+        check_warmup(self.warmup_step, self.train_step)
 
 
 def read_split(config: FinetuneConfig, split: str) -> glue.GlueSplit:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from albert_tf.finetuning.checks import check_positive, check_warmup
+
 # The original release's recommended recipe (its v2 models also used dropout_prob 0, which
 # depends on the model, so it is left to the flag).
 RECIPES: dict[str, dict] = {
@@ -73,20 +75,20 @@ class RaceConfig:
             raise ValueError(f"Task not found: {self.task_name}")
         if self.high_only and self.middle_only:
             raise ValueError("high_only and middle_only exclude each other")
-        for name in (
-            "max_seq_length",
-            "max_qa_length",
-            "train_step",
-            "train_batch_size",
-            "eval_batch_size",
-            "predict_batch_size",
-            "save_checkpoints_steps",
-            "log_every_steps",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if not 0 <= self.warmup_step <= self.train_step:
-            raise ValueError(f"warmup_step must be in [0, train_step], got {self.warmup_step}")
+        check_positive(
+            self,
+            (
+                "max_seq_length",
+                "max_qa_length",
+                "train_step",
+                "train_batch_size",
+                "eval_batch_size",
+                "predict_batch_size",
+                "save_checkpoints_steps",
+                "log_every_steps",
+            ),
+        )
+        check_warmup(self.warmup_step, self.train_step)
         if self.max_qa_length + 3 > self.max_seq_length:
             raise ValueError(
                 f"max_qa_length={self.max_qa_length} leaves no room for the passage in "

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from albert_tf.finetuning.checks import check_positive, check_warmup
+
 VERSIONS = ("v1", "v2")
 # The original release's recommended recipe, the same for both versions.
 RECIPE = dict(
@@ -83,19 +85,20 @@ class SquadConfig:
     def __post_init__(self):
         if self.version not in VERSIONS:
             raise ValueError(f"version must be one of {VERSIONS}, got {self.version!r}")
-        for name in (
-            "max_seq_length",
-            "doc_stride",
-            "max_query_length",
-            "train_batch_size",
-            "predict_batch_size",
-            "save_checkpoints_steps",
-            "n_best_size",
-            "max_answer_length",
-            "log_every_steps",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        check_positive(
+            self,
+            (
+                "max_seq_length",
+                "doc_stride",
+                "max_query_length",
+                "train_batch_size",
+                "predict_batch_size",
+                "save_checkpoints_steps",
+                "n_best_size",
+                "max_answer_length",
+                "log_every_steps",
+            ),
+        )
         if self.max_seq_length <= self.max_query_length + 3:
             raise ValueError(
                 f"The max_seq_length ({self.max_seq_length}) must be greater than "
@@ -131,6 +134,5 @@ def with_schedule(config: SquadConfig, num_questions: int) -> SquadConfig:
             f"{num_questions} training questions / train_batch_size {config.train_batch_size} x "
             f"num_train_epochs {config.num_train_epochs} makes no step; give train_step"
         )
-    if not 0 <= warmup <= steps:
-        raise ValueError(f"warmup_step must be in [0, train_step={steps}], got {warmup}")
+    check_warmup(warmup, steps)
     return dataclasses.replace(config, train_step=steps, warmup_step=warmup)
