@@ -8,6 +8,8 @@ is saved. Running the same job again in the same `output_dir` resumes from its l
 Under MultiWorkerMirroredStrategy every worker trains and restores from the chief's `output_dir`
 (a filesystem all workers share, as for pretraining); only the chief writes checkpoints and
 scores them, on a local copy of the model so that no other worker has to join its predictions.
+A task's training-feature cache may be built by every worker at once: its bytes are the same on
+each and each file is written atomically, so the last rename wins with identical content.
 """
 
 from __future__ import annotations
