@@ -1,15 +1,19 @@
 """Benchmark: the data job on Apache Beam (FnApiRunner, 2 worker processes) against the local runner
 (2 worker processes), side by side, and what a corpus of 16 GB or 1 TB would take.
 
-    python benchmarks/data_prep_beam.py [--corpus_dir DIR] [--spm_model_file MODEL] [--rounds 2]
+    python benchmarks/data_prep_beam.py [--corpus_dir DIR] [--spm_model_file MODEL] [--rounds 3]
 
 Both run the CLI as a subprocess on the 11 Gutenberg novels (--input_format=paragraphs,
 --max_seq_length=128, --dupe_factor=2, --num_output_shards=4), alternating local and Beam for
-`--rounds` rounds; reported: the median wall time of each and their ratio (target: Beam within 2x),
-CPU time, peak RSS of the largest process, and whether the two hold the same multiset of records.
-Then both on the corpus listed four times into four times the shards: the ratio as the fixed costs (Beam's start-up, its
-worker processes) weigh less, and whether a worker's RSS grows with the corpus (it must not; the
-FnApiRunner itself holds the shuffle in memory, which Dataflow, Flink and Spark do not).
+`--rounds` rounds; reported per round and as medians: wall time and CPU time (user + system of the
+whole process tree: on a machine shared with other jobs CPU-seconds compare better than wall time),
+their Beam / local ratios (target: wall within 2x), peak RSS of the CLI process and of its largest
+worker, and whether the two hold the same multiset of records. Then both on the corpus listed four
+times into four times the shards, so a shard keeps its size: the ratio as Beam's fixed cost (its
+start-up, its worker processes) weighs less, and whether a Beam worker's RSS grows with the corpus
+(one pool or one shard at a time; what still grows is its share of the pools, which the FnApiRunner
+hands over as one message). The FnApiRunner's launching process holds every shuffled record, so it
+grows with the corpus; Dataflow, Flink and Spark shuffle in their own service.
 
 The projection for 16 GB and 1 TB multiplies the measured CPU-seconds per MB of text (from the two
 corpus sizes, so the fixed cost drops out) for workers of one core; arithmetic, not a run.
@@ -51,7 +55,7 @@ def main() -> None:
         "--spm_model_file",
         default=str(REPO / "tests" / "fixtures" / "albert_spm" / "30k-clean.model"),
     )
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     files = sorted(pathlib.Path(args.corpus_dir).glob("*.txt"))
     corpus = os.path.join(args.corpus_dir, "*.txt")
@@ -65,7 +69,13 @@ def main() -> None:
         for r in range(args.rounds):
             for name, flags in (("local", shards), ("beam", beam)):
                 out = os.path.join(tmp, f"{name}{r}")
-                runs[name].append(run_job(corpus, out, args.spm_model_file, 2, flags))
+                result = run_job(corpus, out, args.spm_model_file, 2, flags)
+                runs[name].append(result)
+                print(
+                    f"  round {r} {name:5s} wall {result['wall_s']:5.1f} s, CPU {result['cpu_s']:5.1f} s"
+                    f" (load average {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
         same = _multiset(runs["local"][-1]["summary"]) == _multiset(runs["beam"][-1]["summary"])
         identical = len({r["sha256"] for r in runs["beam"]}) == 1
         # Four times the shards too, so that a shard (which one worker sorts) keeps its size.
@@ -80,28 +90,34 @@ def main() -> None:
             for name, flags in (("local", shards), ("beam", beam))
         }
     wall = {k: statistics.median(r["wall_s"] for r in v) for k, v in runs.items()}
+    cpu = {k: statistics.median(r["cpu_s"] for r in v) for k, v in runs.items()}
     for name, results in runs.items():
-        last = results[-1]
         print(
-            f"  {name:6s} wall {', '.join('%.1f' % r['wall_s'] for r in results)} s "
-            f"(median {wall[name]:.1f}), CPU {last['cpu_s']:.1f} s, {last['instances']} instances, "
-            f"peak RSS: CLI process {last['peak_main_rss_mb']:.0f} MB, largest worker "
-            f"{last['peak_worker_rss_mb']:.0f} MB"
+            f"  {name:6s} median wall {wall[name]:.1f} s, median CPU {cpu[name]:.1f} s, "
+            f"{results[-1]['instances']} instances, peak RSS: CLI process "
+            f"{max(r['peak_main_rss_mb'] for r in results):.0f} MB, largest worker "
+            f"{max(r['peak_worker_rss_mb'] for r in results):.0f} MB"
         )
-    print(f"  Beam / local wall time: {wall['beam'] / wall['local']:.2f}x (target <= 2x)")
+    print(
+        f"  Beam / local: wall {wall['beam'] / wall['local']:.2f}x (target <= 2x), "
+        f"CPU {cpu['beam'] / cpu['local']:.2f}x"
+    )
     print(f"  same multiset of records: {same}; Beam runs byte-identical: {identical}")
     ratio_x4 = bigger["beam"]["wall_s"] / bigger["local"]["wall_s"]
+    worker_x1 = max(r["peak_worker_rss_mb"] for r in runs["beam"])
+    main_x1 = max(r["peak_main_rss_mb"] for r in runs["beam"])
     print(
         f"  corpus listed 4 times ({4 * megabytes:.0f} MB, 16 shards): local {bigger['local']['wall_s']:.1f} s, "
-        f"Beam {bigger['beam']['wall_s']:.1f} s ({ratio_x4:.2f}x); Beam's largest worker "
-        f"{bigger['beam']['peak_worker_rss_mb']:.0f} MB (x1: {runs['beam'][-1]['peak_worker_rss_mb']:.0f} MB), "
+        f"Beam {bigger['beam']['wall_s']:.1f} s ({ratio_x4:.2f}x, CPU {bigger['local']['cpu_s']:.1f} "
+        f"vs {bigger['beam']['cpu_s']:.1f} s); Beam's largest worker "
+        f"{bigger['beam']['peak_worker_rss_mb']:.0f} MB (x1: {worker_x1:.0f} MB), "
         f"its CLI process (the FnApiRunner, which holds the shuffle in memory) "
-        f"{bigger['beam']['peak_main_rss_mb']:.0f} MB (x1: {runs['beam'][-1]['peak_main_rss_mb']:.0f} MB)"
+        f"{bigger['beam']['peak_main_rss_mb']:.0f} MB (x1: {main_x1:.0f} MB)"
     )
     # The fixed cost (start-up, worker processes, pipeline set-up) and the cost per MB, from the
     # two corpus sizes; per MB is what a cluster of one-core workers divides.
-    per_mb = (bigger["beam"]["cpu_s"] - runs["beam"][-1]["cpu_s"]) / (3 * megabytes)
-    fixed = runs["beam"][-1]["cpu_s"] - per_mb * megabytes
+    per_mb = (bigger["beam"]["cpu_s"] - cpu["beam"]) / (3 * megabytes)
+    fixed = cpu["beam"] - per_mb * megabytes
     print(f"  Beam: {fixed:.1f} CPU-s fixed + {per_mb:.2f} CPU-s per MB of text (dupe 2, seq 128)")
     for label, mb in (("16 GB", 16e3), ("1 TB", 1e6)):
         cpu_hours = per_mb * mb / 3600

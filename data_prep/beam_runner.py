@@ -1,11 +1,11 @@
 """The Beam runner: the same job on Apache Beam (locally on the FnApiRunner; Dataflow, Flink, Spark).
 
-    files --Reshuffle--> ReadPools (one file per call, Beam filesystems: local paths, gs://, ...)
+    files --Create, reshuffled--> ReadPools (one file per call, Beam filesystems: local, gs://, ...)
           --Reshuffle--> ProcessPools (the shared `units.PoolProcessor`, SentencePiece loaded once
                          per worker in `setup`) -> (shard, [(sort key, framed record)]) per pool
           --GroupByKey--> WriteShard (records sorted by key, written under a hidden temporary name)
     skips + statistics + shard counts --CombineGlobally--> totals, read back by the launcher, which
-    then renames the shards into place and writes the summary.
+    then renames the shards into place and writes the summary. (The steps: `beam_stages`.)
 
 Every record's sort key is `derive_seed(random_seed, "shuffle", pool key, position in the pool)`:
 the shard is the key modulo the number of shards and a shard is its records in key order, a full
@@ -14,6 +14,11 @@ bundles; they hold the same multiset of records as the local runner's (whose bou
 buffer orders them differently). A shard is sorted in one worker's memory: choose
 `--num_output_shards` so that a shard stays at a few hundred MB.
 
+A killed run leaves nothing under a final name, only hidden `.NAME.beam-RUNID` files, which the
+next run into the same outputs deletes. On the FnApiRunner the launching process holds every
+shuffled record (so it grows with the corpus); a worker holds one pool or one shard, plus its
+share of the pools as the runner hands them over (about the corpus's text over the workers).
+
 Workers import neither TensorFlow nor Keras: records are framed by the TF-free encoder. Importing
 this module needs Apache Beam (`pip install -r requirements-beam.txt`); the CLI says so when it is
 missing.
@@ -21,31 +26,35 @@ missing.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import gzip
-import itertools
 import json
 import math
-import os
 import pickle
+import re
 import shlex
-import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from typing import BinaryIO
+from collections.abc import Sequence
 
 import apache_beam as beam
 from absl import logging
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from data_prep import corpus, writer
-from data_prep.stats import Stats
+from data_prep.beam_stages import (
+    ProcessPools,
+    ReadPools,
+    TotalsFn,
+    WriteShard,
+    open_input,
+    read_bytes,
+    write_bytes,
+)
 from data_prep.summary import job_summary
-from data_prep.units import DataPrepConfig, PoolProcessor, derive_seed, read_file_pools
+from data_prep.units import DataPrepConfig
+
+# A run's hidden files: `_hidden(output, "beam-" + run id)`, and its totals beside the first.
+_LEFTOVER = re.compile(r"(.*\.beam-)[0-9a-f]{12}(\.totals\.json)?")
 
 
 def run(
@@ -71,39 +80,42 @@ def run(
     check_readable(paths)
     outputs = writer.shard_paths(config.output_file, config.num_output_shards)
     run_id = uuid.uuid4().hex[:12]
+    _delete_leftovers(outputs)
     temps = [_hidden(path, f"beam-{run_id}") for path in outputs]
     totals_path = _hidden(outputs[0], f"beam-{run_id}.totals.json")
     try:
-        with beam.Pipeline(options=_options(beam_runner, pipeline_args, config)) as p:
+        runner, options = _runner_and_options(beam_runner, pipeline_args, config)
+        with beam.Pipeline(runner=runner, options=options) as p:
             read = (
                 p
-                | "Files" >> beam.Create(list(enumerate(paths)))
-                | "SpreadFiles" >> beam.Reshuffle()
-                | "ReadPools" >> beam.ParDo(_ReadPools(config)).with_outputs("skips", main="pools")
+                # Create reshuffles two or more elements itself: the files spread over the workers.
+                | "Files" >> beam.Create(list(enumerate(paths)), reshuffle=True)
+                | "ReadPools" >> beam.ParDo(ReadPools(config)).with_outputs("skips", main="pools")
             )
             processed = (
                 read.pools
                 | "SpreadPools" >> beam.Reshuffle()
                 | "ProcessPools"
-                >> beam.ParDo(_ProcessPools(config, len(outputs))).with_outputs(
+                >> beam.ParDo(ProcessPools(config, len(outputs))).with_outputs(
                     "stats", main="records"
                 )
             )
             written = (
                 processed.records
                 | "GroupByShard" >> beam.GroupByKey()
-                | "WriteShards" >> beam.ParDo(_WriteShard(temps))
+                | "WriteShards" >> beam.ParDo(WriteShard(temps))
             )
             _ = (
                 (read.skips, processed.stats, written)
                 | "AllTotals" >> beam.Flatten()
-                | "CombineTotals" >> beam.CombineGlobally(_TotalsFn())
-                | "WriteTotals" >> beam.Map(_write_bytes, totals_path)
+                # Never empty (a file gives pools or a skip), so no default value is needed.
+                | "CombineTotals" >> beam.CombineGlobally(TotalsFn()).without_defaults()
+                | "WriteTotals" >> beam.Map(lambda totals: write_bytes(totals, totals_path))
             )
-        totals = pickle.loads(_read_bytes(totals_path))
+        totals = pickle.loads(read_bytes(totals_path))
         for shard, temp in enumerate(temps):
             if shard not in totals["shards"]:  # no record fell into this shard
-                _write_bytes(b"", temp)
+                write_bytes(b"", temp)
         FileSystems.rename(temps, outputs)
     except BaseException:
         _delete_quietly(temps)
@@ -155,22 +167,10 @@ def check_readable(paths: Sequence[str]) -> None:
     """Opens and reads a byte of every file; InputError names the first that fails."""
     for path in dict.fromkeys(paths):
         try:
-            with _open(path) as f:
+            with open_input(path) as f:
                 f.read(1)
         except Exception as e:
             raise corpus.InputError(f"cannot read input file {path}: {e}") from e
-
-
-@contextlib.contextmanager
-def _open(path: str) -> Iterator[BinaryIO]:
-    """A file through Beam's filesystems, gunzipped when its name ends in .gz (as the local runner
-    reads it; Beam's own decompressing reader cannot bound a line's length)."""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as raw:
-        if path.endswith(".gz"):
-            with gzip.GzipFile(fileobj=raw, mode="rb") as f:
-                yield f
-        else:
-            yield raw
 
 
 def _hidden(path: str, suffix: str) -> str:
@@ -180,16 +180,27 @@ def _hidden(path: str, suffix: str) -> str:
     return FileSystems.join(directory, f".{name}.{suffix}")
 
 
-def _write_bytes(data: bytes | str, path: str) -> None:
-
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        f.write(data.encode() if isinstance(data, str) else data)
-
-
-def _read_bytes(path: str) -> bytes:
-
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return f.read()
+def _delete_leftovers(outputs: Sequence[str]) -> None:
+    """Deletes the hidden shards and totals that killed runs into these outputs left behind (a
+    run that ends, even by an exception, deletes its own); one listing per directory. Two jobs
+    must not write the same outputs at once."""
+    prefixes = {_hidden(path, "beam-") for path in outputs}
+    directories = sorted({FileSystems.split(path)[0] for path in outputs})
+    try:
+        matches = FileSystems.match([FileSystems.join(d, ".*.beam-*") for d in directories])
+        leftovers = [
+            m.path
+            for match in matches
+            for m in match.metadata_list
+            if (run := _LEFTOVER.fullmatch(m.path)) and run.group(1) in prefixes
+        ]
+        if leftovers:
+            logging.warning(
+                "deleting %d file(s) an interrupted run left: %s", len(leftovers), leftovers
+            )
+            FileSystems.delete(leftovers)
+    except Exception as e:  # the run goes on: its own files are under other names
+        logging.warning("could not delete the files an interrupted run left: %s", e)
 
 
 def _delete_quietly(paths: Sequence[str]) -> None:
@@ -210,111 +221,26 @@ def _write_summary(path: str, summary: dict) -> None:
         write_summary(path, summary)
         return
     temp = _hidden(path, f"{uuid.uuid4().hex[:12]}.tmp")
-    _write_bytes(json.dumps(summary, indent=2), temp)
+    write_bytes(json.dumps(summary, indent=2).encode(), temp)
     FileSystems.rename([temp], [path])
 
 
-def _options(beam_runner: str, pipeline_args: str | Sequence[str], config: DataPrepConfig):
-
+def _runner_and_options(
+    beam_runner: str, pipeline_args: str | Sequence[str], config: DataPrepConfig
+) -> tuple:
+    """The FnApiRunner to run on (None: the options name the runner) and the pipeline options."""
     args = shlex.split(pipeline_args) if isinstance(pipeline_args, str) else list(pipeline_args)
-    extra = {}
-    if beam_runner == "FnApiRunner":
-        # Worker processes on this machine; one worker runs in this process.
-        extra = dict(
-            direct_num_workers=config.num_workers,
-            direct_running_mode="multi_processing" if config.num_workers > 1 else "in_memory",
-        )
-        beam_runner = "apache_beam.runners.portability.fn_api_runner.FnApiRunner"
-    return PipelineOptions(args, runner=beam_runner, **extra)
+    if beam_runner != "FnApiRunner":
+        return None, PipelineOptions(args, runner=beam_runner)
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
-
-class _ReadPools(beam.DoFn):
-    """(file number, path) -> the file's pools; its skips to the "skips" output."""
-
-    def __init__(self, config: DataPrepConfig):
-        self.config = config
-
-    def process(self, item):
-        file_number, path = item
-        skips = corpus.SkipLog()
-        yield from read_file_pools(file_number, path, self.config, skips, _open)
-        for entry in skips.entries():
-            yield beam.pvalue.TaggedOutput("skips", ("skips", entry))
-
-
-@beam.typehints.with_output_types(tuple[int, list[tuple[bytes, bytes]]])
-class _ProcessPools(beam.DoFn):
-    """pool -> (shard, [(sort key, framed record)]) per shard its records fall into; the pool's
-    statistics to the "stats" output."""
-
-    def __init__(self, config: DataPrepConfig, num_shards: int):
-        self.config, self.num_shards = config, num_shards
-
-    def setup(self):
-        # Once per worker: the SentencePiece model and the tables built from it.
-        self.processor = PoolProcessor(_localized(self.config), encode_threads=1)
-
-    def process(self, pool):
-        stats = Stats()
-        seed = self.config.random_seed
-        by_shard: dict[int, list[tuple[bytes, bytes]]] = {}
-        for position, record in enumerate(self.processor.instance_records(pool, stats)):
-            key = derive_seed(seed, "shuffle", pool.key, position)
-            # As 16 big-endian bytes: Beam's int coder stops at 64 bits; bytes sort as the ints do.
-            by_shard.setdefault(key % self.num_shards, []).append((key.to_bytes(16, "big"), record))
-        # One element per (pool, shard) rather than per record: Beam's cost is per element.
-        yield from by_shard.items()
-        yield beam.pvalue.TaggedOutput("stats", ("stats", stats))
-
-
-def _localized(config: DataPrepConfig) -> DataPrepConfig:
-    """The config, with a SentencePiece model on a remote filesystem copied to a local file."""
-    if "://" not in config.spm_model_file:
-        return config
-    fd, local = tempfile.mkstemp(suffix=".model")
-    with os.fdopen(fd, "wb") as f:
-        f.write(_read_bytes(config.spm_model_file))
-    return dataclasses.replace(config, spm_model_file=local)
-
-
-class _WriteShard(beam.DoFn):
-    """(shard, batches of (sort key, record)) -> the shard, in key order, under its temporary
-    name."""
-
-    def __init__(self, temps: Sequence[str]):
-        self.temps = list(temps)
-
-    def process(self, item):
-        shard, batches = item
-        keyed = sorted(itertools.chain.from_iterable(batches), key=lambda pair: pair[0])
-        _write_bytes(b"".join(record for _, record in keyed), self.temps[shard])
-        yield "shards", (shard, len(keyed))
-
-
-class _TotalsFn(beam.CombineFn):
-    """Skips, statistics and shard counts of the whole job."""
-
-    def create_accumulator(self):
-        return {"skips": [], "stats": Stats(), "shards": {}}
-
-    def add_input(self, totals, item):
-        kind, value = item
-        if kind == "skips":
-            totals["skips"].append(value)
-        elif kind == "stats":
-            totals["stats"].merge(value)
-        else:
-            shard, count = value
-            totals["shards"][shard] = count
-        return totals
-
-    def merge_accumulators(self, accumulators):
-        merged = self.create_accumulator()
-        for totals in accumulators:
-            merged["skips"].extend(totals["skips"])
-            merged["stats"].merge(totals["stats"])
-            merged["shards"].update(totals["shards"])
-        return merged
-
-    def extract_output(self, totals):
-        return pickle.dumps(totals)
+    # Worker processes on this machine; one worker runs in this process.
+    options = PipelineOptions(
+        args,
+        direct_num_workers=config.num_workers,
+        direct_running_mode="multi_processing" if config.num_workers > 1 else "in_memory",
+    )
+    # A worker is otherwise sent its whole share of a stage's input in one message: for
+    # WriteShards, its share of all records. With state iterables a shard's records are fetched
+    # when that shard is written, so a worker holds one shard, whatever the corpus.
+    return FnApiRunner(use_state_iterables=True), options

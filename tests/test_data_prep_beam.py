@@ -1,12 +1,16 @@
 """The Beam runner (FnApiRunner, in memory and 2 worker processes) against the local runner: the same
 instances, the same statistics and skips, identical files for any worker count, nothing left under
-the final names after a failure, and a clear message without Beam."""
+the final names after a failure or a kill -9, and a clear message without Beam."""
 
+import contextlib
 import io
+import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -169,3 +173,83 @@ def test_cli_runs_beam_without_tensorflow_and_says_what_to_install_without_beam(
     assert "exit 1" in ran.stdout, ran.stdout + ran.stderr[-2000:]
     assert "pip install -r requirements-beam.txt" in ran.stderr
     assert "Traceback" not in ran.stderr
+
+
+def _live_processes_in_group(group: int) -> list[str]:
+    """The processes of a process group that have not exited (zombies left out), from /proc."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            state, _, pgrp = (
+                pathlib.Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[:3]
+            )
+            if int(pgrp) == group and state != "Z":
+                found.append(
+                    pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+                )
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the job's processes in /proc")
+def test_kill_9_while_writing_leaves_no_final_output_and_the_rerun_cleans_up(
+    corpus_files, beam_run, tmp_path
+):
+    out = tmp_path / "out"
+    out.mkdir()
+    # A previous run's files under two of the final names; the other shards do not exist yet.
+    previous = {"train.tfrecord-00000-of-00003": b"previous shard", "train.summary.json": b"{}"}
+    for name, data in previous.items():
+        (out / name).write_bytes(data)
+    cli = [
+        sys.executable,
+        "-m",
+        "pipelines.create_pretraining_data",
+        f"--input_file={corpus_files}",
+        f"--output_file={out}/train.tfrecord",
+        f"--spm_model_file={SPM}",
+        "--max_seq_length=128",
+        "--max_predictions_per_seq=20",
+        "--dupe_factor=2",
+        "--num_output_shards=3",
+        "--batch_chars=16384",
+        "--runner=beam",
+        "--beam_runner=FnApiRunner",
+        "--num_workers=2",
+    ]
+    log = tmp_path / "killed_run.log"  # a file, not a pipe: a full pipe would stall the job
+    with open(log, "wb") as stderr:
+        job = subprocess.Popen(
+            cli, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+        )
+    try:
+        # Killed once a worker has begun a shard (under a hidden name): the shards are written,
+        # renamed and summed up over the next second or so.
+        deadline = time.monotonic() + 120
+        while not any(name.startswith(".") for name in os.listdir(out)):
+            assert job.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no shard begun in 120 s"
+            time.sleep(0.005)
+        os.kill(job.pid, signal.SIGKILL)  # the launcher only: its workers must leave by themselves
+        job.wait()
+        deadline = time.monotonic() + 30
+        while _live_processes_in_group(job.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _live_processes_in_group(job.pid) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    left = _shards(out)
+    assert {name: left[name] for name in left if not name.startswith(".")} == previous
+    hidden = [name for name in left if name.startswith(".")]
+    assert hidden and all(".beam-" in name for name in hidden), hidden
+
+    # The rerun deletes what the killed run left and writes what an uninterrupted run writes.
+    rerun = subprocess.run(cli, cwd=REPO, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    rewritten, expected = _shards(out), dict(beam_run[1])
+    assert rewritten.keys() == expected.keys()
+    summary = json.loads(rewritten.pop("train.summary.json"))
+    assert summary["instances"] == beam_run[0]["instances"]
+    del expected["train.summary.json"]
+    assert rewritten == expected
