@@ -52,7 +52,13 @@ def assert_golden(outputs, expected, relative):
 
 
 @pytest.mark.parametrize(
-    "folder", ["albert_tiny_shared", "albert_tiny_grouped", "albert_tiny_shared_training"]
+    "folder",
+    [
+        "albert_tiny_shared",
+        # Half a minute: grouped layers are also checked by the TF1 loader's golden tests.
+        pytest.param("albert_tiny_grouped", marks=pytest.mark.slow),
+        "albert_tiny_shared_training",
+    ],
 )
 def test_original_checkpoints_exported_still_give_the_golden_outputs(folder, tmp_path):
     formats = ("saved_model",) if folder.endswith("training") else ("saved_model", "tflite_fp32")
@@ -212,6 +218,7 @@ def run_cli(*flags):
     )
 
 
+@pytest.mark.slow  # four CLI runs; the SQuAD export tests run the CLI on a TF1 checkpoint too
 def test_cli_exports_a_tf1_checkpoint_and_fails_cleanly_on_bad_flags(tmp_path):
     common = [
         f"--tf1_checkpoint={SHARED}",

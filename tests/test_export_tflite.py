@@ -204,6 +204,7 @@ def xnnpack_partitions(path) -> int:
     return sum(op["op_name"] == "DELEGATE" for op in interpreter._get_ops_details())
 
 
+@pytest.mark.slow  # half a minute of calibration; the SQuAD exports calibrate int8 by default
 def test_calibrated_int8_of_an_original_checkpoint_passes(tmp_path):
     """Both calibrated int8 variants of a trained checkpoint pass on held-out examples;
     `tflite_int8` runs in a few XNNPACK pieces, the integer-only one in many."""

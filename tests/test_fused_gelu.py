@@ -42,7 +42,9 @@ def gradients(model, features, training, jit_compile=False):
     return outputs, [tf.convert_to_tensor(g) for g in grads]
 
 
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
+@pytest.mark.parametrize(
+    "jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["graph", "xla"]
+)
 def test_training_path_equals_inference_path(jit_compile, monkeypatch):
     # No dropout, so training=True (fused GELU, hand-written LayerNorm gradient) and
     # training=False (Dense + activation, Keras's LayerNorm) compute the same function: outputs

@@ -214,6 +214,7 @@ def test_rerun_after_a_crash_resumes_exactly_where_it_stopped(data_dir, tmp_path
         race.run(make_config(data_dir, out, train_step=6, learning_rate=2e-2), True, False, False)
 
 
+@pytest.mark.slow  # 15 s; the SQuAD CLI tests fine-tune under mirrored too
 def test_mirrored_over_two_devices_matches_one_device(data_dir, tmp_path):
     # Logical devices must be configured before TensorFlow starts: a fresh process.
     script = textwrap.dedent(f"""
