@@ -16,9 +16,9 @@
 Writes `<output_dir>/<model_name>/<version>/` (TF Serving), `<model_name>_preprocessing/` and
 `<model_name>_text/` (with --spm_model_file; tf-text ops too, which stock TF Serving links),
 `<model_name>_tflite/<version>/` and `export_report_<model_name>_<version>.json`. Exits non-zero if
-anything failed verification (it is then not written; the report says why). With --head=squad_v1/squad_v2 and
---spm_model_file, `<model_name>_text/` is the text-in question-answering model (question, context
--> answer; see albert_tf/export/qa_text.py).
+anything failed verification (it is then not written; the report says why). With
+--head=squad_v1/squad_v2 and --spm_model_file, `<model_name>_text/` is the text-in
+question-answering model (question, context -> answer; see albert_tf/export/qa_text.py).
 """
 
 import pathlib
