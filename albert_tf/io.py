@@ -13,6 +13,8 @@ import json
 import math
 import os
 import shutil
+import socket
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO
 
@@ -54,17 +56,23 @@ def replace_synced(temp: str, path: str) -> None:
     os.replace(temp, path)
 
 
+def _temp_name(name: str) -> str:
+    # Unique across processes and hosts: workers on a shared filesystem (containers often share a
+    # PID) may write the same file at once, each to its own temporary name.
+    return f".{name}.tmp-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 @contextlib.contextmanager
 def atomic_file(
     path: str | os.PathLike, mode: str = "wb", temp: str | None = None, **open_kwargs
 ) -> Iterator[IO]:
-    """Opens a temporary file beside `path` (`temp`, else a hidden `.NAME.tmp-PID`); leaving the
+    """Opens a temporary file beside `path` (`temp`, else a hidden `_temp_name`); leaving the
     block normally syncs it and renames it onto `path`, leaving it by an exception deletes it (and
     `path` keeps what it held)."""
     path = os.fspath(path)
     if temp is None:
         directory, name = os.path.split(os.path.abspath(path))
-        temp = os.path.join(directory, f".{name}.tmp-{os.getpid()}")
+        temp = os.path.join(directory, _temp_name(name))
     try:
         with open(temp, mode, **open_kwargs) as f:
             yield f
@@ -84,7 +92,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[str]:
     path = os.fspath(path)
     directory, name = os.path.split(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    temp = os.path.join(directory, f".{name}.tmp-{os.getpid()}{suffix}")
+    temp = os.path.join(directory, _temp_name(name) + suffix)
     try:
         yield temp
         if os.path.isdir(temp):

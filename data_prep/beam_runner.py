@@ -14,8 +14,8 @@ bundles; they hold the same multiset of records as the local runner's (whose bou
 buffer orders them differently). A shard is sorted in one worker's memory: choose
 `--num_output_shards` so that a shard stays at a few hundred MB.
 
-A killed run leaves nothing under a final name, only hidden `.NAME.beam-RUNID` files, which the
-next run into the same outputs deletes. On the FnApiRunner the launching process holds every
+A run killed before its final renames leaves nothing under a final name, only hidden
+`.NAME.beam-RUNID` files, which the next run into the same outputs deletes. On the FnApiRunner the launching process holds every
 shuffled record (so it grows with the corpus); a worker holds one pool or one shard, plus its
 share of the pools as the runner hands them over (about the corpus's text over the workers).
 

@@ -229,7 +229,8 @@ def define_tpu_and_distribution_flags(flag_values=flags.FLAGS) -> None:
         "auto",
         list(STRATEGIES),
         "tf.distribute strategy: auto picks a TPU (--use_tpu/--tpu_name), multi_worker when "
-        "TF_CONFIG names a cluster (the chief writes every output), mirrored over several GPUs, "
+        "TF_CONFIG names a cluster (the chief writes checkpoints, scores and predictions), "
+        "mirrored over several GPUs, "
         "else one device.",
         flag_values=flag_values,
     )

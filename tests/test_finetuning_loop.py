@@ -12,7 +12,7 @@ import tensorflow as tf
 from albert_tf.checkpoints.task_heads import load_task_checkpoint
 from albert_tf.checkpoints.tf1 import read_tf1_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.finetuning import loop
+from albert_tf.finetuning import loop, training
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.glue.finetune import FinetuneConfig
 from albert_tf.tasks.race.config import RaceConfig
@@ -185,6 +185,37 @@ def test_fp16_fine_tuning_scales_the_loss_keeps_float32_weights_and_resumes(tmp_
     assert np.isfinite(saved_scale) and saved_scale > 0
     assert int(resumed.models[0].optimizer.iterations.numpy()) == 6
     assert (out / "model.ckpt-6.index").exists()
+
+
+def test_fp16_steps_whose_gradients_overflow_still_count_as_batches(tmp_path, monkeypatch):
+    # A loss scale of 2**40 overflows float16 gradients: every step is skipped (the optimizer's
+    # `iterations` stay at 0) and halves the scale, yet each took a batch.
+    create_optimizer = training.create_optimizer
+
+    def overflowing(*args, **kwargs):
+        inner = create_optimizer(*args, **kwargs)
+        return keras.optimizers.LossScaleOptimizer(inner, initial_scale=2.0**40)
+
+    monkeypatch.setattr(training, "create_optimizer", overflowing)
+    config_file = tmp_path / "albert_config.json"
+    AlbertConfig(**MICRO).to_json_file(config_file)
+    settings = Float16Settings(str(tmp_path / "out"), albert_config_file=str(config_file))
+    task = RecordingTask(settings)
+    summary = loop.run(task, do_train=True, do_eval=False, do_predict=False)
+    out = tmp_path / "out"
+    assert [os.path.basename(p) for p in summary["checkpoints"]] == ["model.ckpt-3", "model.ckpt-6"]
+    assert int(task.models[0].optimizer.iterations.numpy()) == 0
+    assert float(task.models[0].optimizer.dynamic_scale.numpy()) == 2.0**34
+
+    # Stopped after step 3: the resumed run takes up the halved scale (2**37), not 2**40.
+    for stale in out.glob("model.ckpt-6.*"):
+        stale.unlink()
+    resumed = RecordingTask(settings)
+    again = loop.run(resumed, do_train=True, do_eval=False, do_predict=False)
+    assert [os.path.basename(p) for p in again["checkpoints"]] == ["model.ckpt-6"]
+    assert float(resumed.models[0].optimizer.dynamic_scale.numpy()) == 2.0**34
+    # Finished: a rerun trains nothing.
+    assert loop.run(RecordingTask(settings), True, False, False)["checkpoints"] == []
 
 
 @pytest.mark.parametrize("task", ["glue", "squad", "race"])

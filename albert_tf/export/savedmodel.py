@@ -276,7 +276,7 @@ def verify_ids_model(
     failures = parity_failures("saved_model", figures, thresholds)
     extra_ops = non_stock_ops(path)
     if extra_ops:
-        failures.append(f"ops outside stock TensorFlow (TF Serving cannot load them): {extra_ops}")
+        failures.append(f"ops outside core TensorFlow (the ids model must need none): {extra_ops}")
     return {"figures": figures, "failures": failures, "signatures": sorted(loaded.signatures)}
 
 

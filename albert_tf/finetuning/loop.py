@@ -7,7 +7,7 @@ Prediction and export use the best checkpoint when there is one. What differs pe
 comes from a `Task`. Running the same job again in the same `output_dir` resumes it
 (`albert_tf.finetuning.resume`). The job's settings may also name a `mixed_precision` ("none",
 "bf16", "fp16", as pretraining); `run` takes a tf.distribute strategy — under a multi-worker one
-all workers train and the chief alone scores, predicts and exports, on one process's devices.
+all workers train and the chief alone scores, predicts and exports, on one of its devices.
 
 Deliberate differences from the original scripts, none changing the maths: no checkpoint at
 step 0; after a resume the dropout masks are not those an uninterrupted run would have drawn.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 
+import keras
 import tensorflow as tf
 from absl import logging
 
@@ -126,7 +127,9 @@ class OptimizerState:
         if tf.io.gfile.exists(prefix + ".index"):
             self._checkpoint.restore(prefix).assert_existing_objects_matched()
             restored = int(self.optimizer.iterations.numpy())
-            if restored != step:
+            # Under loss scaling the optimizer skips the steps whose gradients overflowed.
+            skips_steps = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+            if restored > step or (restored != step and not skips_steps):
                 raise ValueError(f"{prefix} holds step {restored}, expected {step}")
             return True
         logging.warning(

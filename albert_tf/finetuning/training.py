@@ -54,7 +54,12 @@ def precision_policy(config: LoopSettings):
 class _CheckpointEveryN(keras.callbacks.Callback):
     """Ends training at `train_step`; at each epoch end (= every N steps) saves the optimizer's
     state, then (on the chief) the TF1 checkpoint, then evaluates it — on `scoring_model`, with
-    the trained weights copied in, when one is given."""
+    the trained weights copied in, when one is given.
+
+    A step is a batch trained on, counted from the epoch and batch: under fp16 loss scaling a
+    batch whose gradients overflow is skipped by the optimizer (its `iterations` stay), yet it
+    was taken from the data, so checkpoint names, resuming and the end follow the batches.
+    """
 
     def __init__(
         self,
@@ -72,8 +77,11 @@ class _CheckpointEveryN(keras.callbacks.Callback):
         self.saved: list[tuple[int, str]] = []
         self._start, self._start_step = time.time(), start_step
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
     def on_train_batch_end(self, batch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
+        step = self._epoch * self.config.save_checkpoints_steps + batch + 1
         if step % self.config.log_every_steps == 0 or step == self.config.train_step:
             rate = (step - self._start_step) / max(time.time() - self._start, 1e-9)
             logging.info(
@@ -88,7 +96,7 @@ class _CheckpointEveryN(keras.callbacks.Callback):
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
-        step = int(self.model.optimizer.iterations.numpy())
+        step = min((epoch + 1) * self.config.save_checkpoints_steps, self.config.train_step)
         # The optimizer's state first: a model.ckpt-<step> always has its state beside it.
         self.optimizer_state.save(step)
         if not self.chief:
@@ -118,7 +126,7 @@ def train(
 ) -> list[tuple[int, str]]:
     """Fine-tunes from `init_checkpoint` (random init without one), or resumes from the last
     checkpoint in `output_dir`; returns the checkpoints saved by this call (none on a
-    multi-worker job's other workers, which neither save nor score).
+    multi-worker job's other workers, which save only their optimizer state, into scratch).
 
     With an evaluator, each checkpoint is scored right after it is saved (the original ran a
     separate eval job that polled the checkpoints); a resumed run takes up the earlier scores.
@@ -134,15 +142,14 @@ def train(
     # The other workers save too (a checkpoint write may join collectives) but into scratch.
     save_dir = config.output_dir if chief else tempfile.mkdtemp(prefix="albert_worker_")
     try:
-        return _train(task, albert_config, evaluator if chief else None, strategy, save_dir)
+        return _train(task, albert_config, evaluator if chief else None, strategy, save_dir, chief)
     finally:
         if not chief:
             shutil.rmtree(save_dir, ignore_errors=True)
 
 
-def _train(task, albert_config, evaluator, strategy, save_dir) -> list[tuple[int, str]]:
+def _train(task, albert_config, evaluator, strategy, save_dir, chief) -> list[tuple[int, str]]:
     config = task.settings
-    chief = save_dir == config.output_dir
     resumed = resume.resume_point(task)
     if chief:
         os.makedirs(config.output_dir, exist_ok=True)

@@ -92,10 +92,13 @@ def tf_config_has_cluster() -> bool:
     """True when the TF_CONFIG environment variable describes a cluster of several tasks (a
     multi-worker job); raises ValueError when it is not valid JSON."""
     try:
-        cluster = json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {})
+        tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")  # set but empty: unset
     except json.JSONDecodeError as error:
         raise ValueError(f"TF_CONFIG is not valid JSON: {error}") from error
-    return sum(len(tasks) for tasks in cluster.values()) > 1
+    cluster = tf_config.get("cluster") if isinstance(tf_config, dict) else None
+    if not isinstance(cluster, dict):
+        return False
+    return sum(len(tasks) for tasks in cluster.values() if isinstance(tasks, list | dict)) > 1
 
 
 def is_multi_worker(strategy: tf.distribute.Strategy | None) -> bool:
