@@ -70,7 +70,10 @@ def _free_ports(count):
     return ports
 
 
-def _run_two_workers(args, scratch):
+def _run_two_workers(args, scratch, succeed=True):
+    """Runs `args` (or one list of arguments per worker) as a two-worker cluster; returns the
+    workers' outputs, asserting that both succeeded (or, with `succeed=False`, both failed)."""
+    per_worker = args if isinstance(args, tuple) else (args, args)
     workers = [f"localhost:{port}" for port in _free_ports(2)]
     scratch.mkdir(exist_ok=True)
     processes = []
@@ -84,12 +87,16 @@ def _run_two_workers(args, scratch):
         }
         processes.append(
             subprocess.Popen(
-                args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+                per_worker[index],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=env,
             )
         )
     outputs = [p.communicate(timeout=600)[0] for p in processes]
     for p, output in zip(processes, outputs):
-        assert p.returncode == 0, output[-3000:]
+        assert (p.returncode == 0) == succeed, output[-3000:]
         assert "strategy multi_worker (CollectiveAllReduceStrategy) with 2 replica(s)" in output
     return outputs
 
@@ -194,3 +201,12 @@ def test_squad_fine_tuning_on_two_workers_matches_one_device_and_resumes(tmp_pat
     resumed = read_tf1_checkpoint(workers / "model.ckpt-4")
     for name in expected:
         assert_close_to_scale(resumed[name], expected[name], TRAINING_STEPS, err_msg=name)
+
+    # A worker that does not see the chief's output_dir would start again from step 0: both stop
+    # with one line saying so, instead of training apart or waiting on each other forever.
+    split = (
+        _squad_v1_args(workers, "--strategy=multi_worker"),
+        _squad_v1_args(tmp_path / "elsewhere", "--strategy=multi_worker"),
+    )
+    for log in _run_two_workers(split, scratch, succeed=False):
+        assert "the workers disagree on the step to resume from" in log

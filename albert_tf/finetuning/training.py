@@ -30,7 +30,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import resume
 from albert_tf.finetuning.selection import CHECKPOINT_PREFIX, CheckpointEvaluator
 from albert_tf.finetuning.task import LoopSettings, Task
-from albert_tf.training.distribution import is_chief, is_multi_worker
+from albert_tf.training.distribution import check_same_on_every_worker, is_chief, is_multi_worker
 from albert_tf.training.optimization import create_optimizer
 from albert_tf.training.pretraining import MIXED_PRECISION_POLICIES
 
@@ -151,6 +151,11 @@ def train(
 def _train(task, albert_config, evaluator, strategy, save_dir, chief) -> list[tuple[int, str]]:
     config = task.settings
     resumed = resume.resume_point(task)
+    check_same_on_every_worker(
+        strategy,
+        resumed[0] if resumed else 0,
+        f"the step to resume from: every worker must see the chief's output_dir {config.output_dir}",
+    )
     if chief:
         os.makedirs(config.output_dir, exist_ok=True)
         albert_config.to_json_file(os.path.join(config.output_dir, "albert_config.json"))

@@ -106,6 +106,30 @@ def is_multi_worker(strategy: tf.distribute.Strategy | None) -> bool:
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
 
+def check_same_on_every_worker(strategy: tf.distribute.Strategy, value: int, what: str) -> None:
+    """Raises ValueError on every worker of a multi-worker job whose workers hold different
+    `value`s (nothing to check otherwise). All workers must call it: it all-reduces.
+
+    Every worker gets the same sums (n, S = sum of values, Q = sum of squares), and the values
+    are all equal exactly when n * Q == S * S, so all of them raise together rather than some
+    going on to train and wait forever for the others.
+    """
+    if not is_multi_worker(strategy):
+        return
+
+    def replica_sums():
+        v = tf.constant(float(value), tf.float64)  # exact for integers below 2**53
+        context = tf.distribute.get_replica_context()
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.stack([1.0, v, v * v]))
+
+    sums = strategy.experimental_local_results(tf.function(lambda: strategy.run(replica_sums))())
+    n, total, squares = (float(x) for x in sums[0].numpy())
+    if n * squares != total * total:
+        raise ValueError(
+            f"the workers disagree on {what} (this one: {value}, mean over replicas: {total / n:g})"
+        )
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """True on the task that writes outputs (always, unless multi-worker and not the chief)."""
     resolver = getattr(strategy, "cluster_resolver", None)

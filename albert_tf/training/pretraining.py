@@ -31,7 +31,7 @@ from albert_tf.training.callbacks import (
     TrainingMonitor,
     optimizer_step,
 )
-from albert_tf.training.distribution import is_chief
+from albert_tf.training.distribution import check_same_on_every_worker, is_chief
 from albert_tf.training.input_pipeline import (
     MASKING_MODES,
     DynamicMasking,
@@ -220,6 +220,15 @@ def run_pretraining(
             logging.info("Resuming from %s at step %d", latest, optimizer_step(model))
         elif o.init_checkpoint:
             load_initial_weights(model, o.init_checkpoint)
+        try:
+            check_same_on_every_worker(
+                strategy,
+                optimizer_step(model),
+                f"the step to resume from: every worker must see the chief's --output_dir "
+                f"{o.output_dir}",
+            )
+        except ValueError as error:
+            raise SettingsError(str(error)) from error
         try:
             if o.do_train:
                 results["train_history"] = _train(
