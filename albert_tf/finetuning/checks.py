@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+# The sizes every task's settings hold for the loop; each must be > 0.
+LOOP_SIZES = (
+    "max_seq_length",
+    "train_batch_size",
+    "predict_batch_size",
+    "save_checkpoints_steps",
+    "log_every_steps",
+)
+
 
 def check_positive(settings: object, names: Iterable[str]) -> None:
     """Raises ValueError naming the first setting of `names` that is not > 0."""

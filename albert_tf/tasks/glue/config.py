@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from albert_tf.finetuning.checks import check_positive, check_warmup
+from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
 from albert_tf.tasks.glue import processors as glue
 
 # run_glue.sh: every task also used --max_seq_length=512 --optimizer=adamw --do_lower_case.
@@ -67,16 +67,5 @@ class FinetuneConfig:
 
     def __post_init__(self):
         self.task = glue.get_task(self.task_name)
-        check_positive(
-            self,
-            (
-                "max_seq_length",
-                "train_step",
-                "train_batch_size",
-                "eval_batch_size",
-                "predict_batch_size",
-                "save_checkpoints_steps",
-                "log_every_steps",
-            ),
-        )
+        check_positive(self, (*LOOP_SIZES, "train_step", "eval_batch_size"))
         check_warmup(self.warmup_step, self.train_step)

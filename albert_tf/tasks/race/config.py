@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from albert_tf.finetuning.checks import check_positive, check_warmup
+from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
 
 # The original release's recommended recipe (its v2 models also used dropout_prob 0, which
 # depends on the model, so it is left to the flag).
@@ -75,19 +75,7 @@ class RaceConfig:
             raise ValueError(f"Task not found: {self.task_name}")
         if self.high_only and self.middle_only:
             raise ValueError("high_only and middle_only exclude each other")
-        check_positive(
-            self,
-            (
-                "max_seq_length",
-                "max_qa_length",
-                "train_step",
-                "train_batch_size",
-                "eval_batch_size",
-                "predict_batch_size",
-                "save_checkpoints_steps",
-                "log_every_steps",
-            ),
-        )
+        check_positive(self, (*LOOP_SIZES, "max_qa_length", "train_step", "eval_batch_size"))
         check_warmup(self.warmup_step, self.train_step)
         if self.max_qa_length + 3 > self.max_seq_length:
             raise ValueError(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from albert_tf.finetuning.checks import check_positive, check_warmup
+from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
 
 VERSIONS = ("v1", "v2")
 # The original release's recommended recipe, the same for both versions.
@@ -87,17 +87,7 @@ class SquadConfig:
             raise ValueError(f"version must be one of {VERSIONS}, got {self.version!r}")
         check_positive(
             self,
-            (
-                "max_seq_length",
-                "doc_stride",
-                "max_query_length",
-                "train_batch_size",
-                "predict_batch_size",
-                "save_checkpoints_steps",
-                "n_best_size",
-                "max_answer_length",
-                "log_every_steps",
-            ),
+            (*LOOP_SIZES, "doc_stride", "max_query_length", "n_best_size", "max_answer_length"),
         )
         if self.max_seq_length <= self.max_query_length + 3:
             raise ValueError(
