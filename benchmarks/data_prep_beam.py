@@ -10,10 +10,10 @@ whole process tree: on a machine shared with other jobs CPU-seconds compare bett
 their Beam / local ratios (target: wall within 2x), peak RSS of the CLI process and of its largest
 worker, and whether the two hold the same multiset of records. Then both on the corpus listed four
 times into four times the shards, so a shard keeps its size: the ratio as Beam's fixed cost (its
-start-up, its worker processes) weighs less, and whether a Beam worker's RSS grows with the corpus
-(one pool or one shard at a time; what still grows is its share of the pools, which the FnApiRunner
-hands over as one message). The FnApiRunner's launching process holds every shuffled record, so it
-grows with the corpus; Dataflow, Flink and Spark shuffle in their own service.
+start-up, its worker processes) weighs less, and whether the RSS of a Beam worker or of the
+launching process grows with the corpus (it should not: pools and records go through spill files,
+only their names through the runner). Beam's own fixed cost is measured alone too: an empty
+pipeline of the same shape on the same 2 worker processes.
 
 The projection for 16 GB and 1 TB multiplies the measured CPU-seconds per MB of text (from the two
 corpus sizes, so the fixed cost drops out) for workers of one core; arithmetic, not a run.
@@ -24,8 +24,10 @@ import math
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout
@@ -42,6 +44,34 @@ def _multiset(summary: dict) -> list[bytes]:
         with open(o["file"], "rb") as f:
             out.extend(records.iter_framed_records(f))
     return sorted(out)
+
+
+_EMPTY_PIPELINE = """
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
+options = PipelineOptions(direct_num_workers=2, direct_running_mode="multi_processing")
+with beam.Pipeline(runner=FnApiRunner(), options=options) as p:
+    _ = (
+        p
+        | beam.Create(range(10), reshuffle=True)
+        | "Read" >> beam.Map(lambda x: x)
+        | beam.Reshuffle()
+        | "Process" >> beam.Map(lambda x: (x % 2, x))
+        | beam.GroupByKey()
+        | "Write" >> beam.Map(len)
+    )
+"""
+
+
+def _empty_pipeline_seconds() -> float:
+    """Wall time of a Python process running an empty pipeline on 2 FnApiRunner workers."""
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", _EMPTY_PIPELINE], check=True, capture_output=True, cwd=REPO
+    )
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -102,6 +132,12 @@ def main() -> None:
         f"  Beam / local: wall {wall['beam'] / wall['local']:.2f}x (target <= 2x), "
         f"CPU {cpu['beam'] / cpu['local']:.2f}x"
     )
+    empty = statistics.median(_empty_pipeline_seconds() for _ in range(args.rounds))
+    print(
+        f"  Beam's own fixed cost: an empty pipeline of this shape on 2 worker processes takes "
+        f"{empty:.1f} s (median of {args.rounds}); the job on Beam less that: "
+        f"{wall['beam'] - empty:.1f} s against the local runner's {wall['local']:.1f} s"
+    )
     print(f"  same multiset of records: {same}; Beam runs byte-identical: {identical}")
     ratio_x4 = bigger["beam"]["wall_s"] / bigger["local"]["wall_s"]
     worker_x1 = max(r["peak_worker_rss_mb"] for r in runs["beam"])
@@ -111,7 +147,7 @@ def main() -> None:
         f"Beam {bigger['beam']['wall_s']:.1f} s ({ratio_x4:.2f}x, CPU {bigger['local']['cpu_s']:.1f} "
         f"vs {bigger['beam']['cpu_s']:.1f} s); Beam's largest worker "
         f"{bigger['beam']['peak_worker_rss_mb']:.0f} MB (x1: {worker_x1:.0f} MB), "
-        f"its CLI process (the FnApiRunner, which holds the shuffle in memory) "
+        f"its CLI process (the FnApiRunner) "
         f"{bigger['beam']['peak_main_rss_mb']:.0f} MB (x1: {main_x1:.0f} MB)"
     )
     # The fixed cost (start-up, worker processes, pipeline set-up) and the cost per MB, from the

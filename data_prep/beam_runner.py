@@ -1,11 +1,15 @@
 """The Beam runner: the same job on Apache Beam (locally on the FnApiRunner; Dataflow, Flink, Spark).
 
-    files --Create, reshuffled--> ReadPools (one file per call, Beam filesystems: local, gs://, ...)
+    files --Create, reshuffled--> ReadPools (one file per call, Beam filesystems: local, gs://, ...;
+                                 each pool to a spill file) -> spill file names
           --Reshuffle--> ProcessPools (the shared `units.PoolProcessor`, SentencePiece loaded once
-                         per worker in `setup`) -> (shard, [(sort key, framed record)]) per pool
-          --GroupByKey--> WriteShard (records sorted by key, written under a hidden temporary name)
+                         per worker in `setup`; a pool's keyed records to one records file)
+                         -> (shard, slice of a records file) per pool and shard
+          --GroupByKey--> WriteShard (its slices' records sorted by key, written under a hidden
+                          temporary name)
     skips + statistics + shard counts --CombineGlobally--> totals, read back by the launcher, which
-    then renames the shards into place and writes the summary. (The steps: `beam_stages`.)
+    then renames the shards into place, writes the summary and deletes the spill files. (The
+    steps: `beam_stages`.)
 
 Every record's sort key is `derive_seed(random_seed, "shuffle", pool key, position in the pool)`:
 the shard is the key modulo the number of shards and a shard is its records in key order, a full
@@ -15,9 +19,10 @@ buffer orders them differently). A shard is sorted in one worker's memory: choos
 `--num_output_shards` so that a shard stays at a few hundred MB.
 
 A run killed before its final renames leaves nothing under a final name, only hidden
-`.NAME.beam-RUNID` files, which the next run into the same outputs deletes. On the FnApiRunner the launching process holds every
-shuffled record (so it grows with the corpus); a worker holds one pool or one shard, plus its
-share of the pools as the runner hands them over (about the corpus's text over the workers).
+`.NAME.beam-RUNID[...]` files, which the next run into the same outputs deletes. Only file names,
+slices and statistics go through the runner's shuffle (pools and records go through spill files
+beside the outputs, which hold about the corpus's text and its records until the job ends), so no
+process's memory grows with the corpus: a worker holds one pool or one shard, the launcher names.
 
 Workers import neither TensorFlow nor Keras: records are framed by the TF-free encoder. Importing
 this module needs Apache Beam (`pip install -r requirements-beam.txt`); the CLI says so when it is
@@ -53,8 +58,11 @@ from data_prep.beam_stages import (
 from data_prep.summary import job_summary
 from data_prep.units import DataPrepConfig
 
-# A run's hidden files: `_hidden(output, "beam-" + run id)`, and its totals beside the first.
-_LEFTOVER = re.compile(r"(.*\.beam-)[0-9a-f]{12}(\.totals\.json)?")
+# A run's hidden files: `_hidden(output, "beam-" + run id)`, and beside the first its totals and
+# spill files (`beam_stages._spill_name`).
+_LEFTOVER = re.compile(
+    r"(.*\.beam-)[0-9a-f]{12}(\.totals\.json|\.(pool|records)-\d+-\d+-[0-9a-f]{8})?"
+)
 
 
 def run(
@@ -82,7 +90,8 @@ def run(
     run_id = uuid.uuid4().hex[:12]
     _delete_leftovers(outputs)
     temps = [_hidden(path, f"beam-{run_id}") for path in outputs]
-    totals_path = _hidden(outputs[0], f"beam-{run_id}.totals.json")
+    spill_prefix = temps[0]  # the run's other hidden files are named after the first shard's
+    totals_path = f"{spill_prefix}.totals.json"
     try:
         runner, options = _runner_and_options(beam_runner, pipeline_args, config)
         with beam.Pipeline(runner=runner, options=options) as p:
@@ -90,18 +99,19 @@ def run(
                 p
                 # Create reshuffles two or more elements itself: the files spread over the workers.
                 | "Files" >> beam.Create(list(enumerate(paths)), reshuffle=True)
-                | "ReadPools" >> beam.ParDo(ReadPools(config)).with_outputs("skips", main="pools")
+                | "ReadPools"
+                >> beam.ParDo(ReadPools(config, spill_prefix)).with_outputs("skips", main="pools")
             )
             processed = (
                 read.pools
                 | "SpreadPools" >> beam.Reshuffle()
                 | "ProcessPools"
-                >> beam.ParDo(ProcessPools(config, len(outputs))).with_outputs(
-                    "stats", main="records"
+                >> beam.ParDo(ProcessPools(config, len(outputs), spill_prefix)).with_outputs(
+                    "stats", main="slices"
                 )
             )
             written = (
-                processed.records
+                processed.slices
                 | "GroupByShard" >> beam.GroupByKey()
                 | "WriteShards" >> beam.ParDo(WriteShard(temps))
             )
@@ -121,7 +131,7 @@ def run(
         _delete_quietly(temps)
         raise
     finally:
-        _delete_quietly([totals_path])
+        _delete_spill_files(spill_prefix)
     stats = totals["stats"]
     skips = corpus.SkipLog()
     # In the order the local runner meets them: file by file, line by line, whole-file ones last.
@@ -203,6 +213,16 @@ def _delete_leftovers(outputs: Sequence[str]) -> None:
         logging.warning("could not delete the files an interrupted run left: %s", e)
 
 
+def _delete_spill_files(spill_prefix: str) -> None:
+    """Deletes the run's pool and records files and its totals (its shards have their own names)."""
+    try:
+        found = [m.path for m in FileSystems.match([f"{spill_prefix}.*"])[0].metadata_list]
+        if found:
+            FileSystems.delete(found)
+    except Exception as e:  # the job's outcome matters more; the next run deletes them
+        logging.warning("could not delete the run's spill files %s.*: %s", spill_prefix, e)
+
+
 def _delete_quietly(paths: Sequence[str]) -> None:
     for path in paths:
         try:
@@ -240,7 +260,4 @@ def _runner_and_options(
         direct_num_workers=config.num_workers,
         direct_running_mode="multi_processing" if config.num_workers > 1 else "in_memory",
     )
-    # A worker is otherwise sent its whole share of a stage's input in one message: for
-    # WriteShards, its share of all records. With state iterables a shard's records are fetched
-    # when that shard is written, so a worker holds one shard, whatever the corpus.
-    return FnApiRunner(use_state_iterables=True), options
+    return FnApiRunner(), options

@@ -1,9 +1,15 @@
 """What the Beam runner's workers run: reading files into pools, pools into keyed records, records
 into shards, and the job's totals (the pipeline itself is `beam_runner`'s).
 
-Each worker holds one pool (about `batch_chars` of text and its records) while processing, and one
-shard, sorted in memory, while writing; nothing here accumulates across pools or shards. Files go
-through Beam's filesystems (local paths, gs://, ...).
+Pools and records travel through files, not through the runner: a pool is written to a spill file
+whose name is all that is shuffled, and a pool's records go to one records file, grouped by shard,
+of which only (shard, file, offset, length) slices go on. So the runner moves a few small elements
+per pool, whatever the corpus, and each record crosses the filesystem once each way. Each worker
+holds one pool (about `batch_chars` of text and its records) while processing, and one shard,
+sorted in memory, while writing; nothing here accumulates across pools or shards. Files go through
+Beam's filesystems (local paths, gs://, ...); every spill file's name starts with the run's
+`spill_prefix`, and the launcher deletes them all when the job ends. A retried call writes new
+files under new names, so an attempt never reads another's half-written file.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ import contextlib
 import ctypes
 import dataclasses
 import gzip
-import itertools
 import os
 import pickle
+import struct
 import tempfile
+import uuid
 from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
@@ -67,17 +74,19 @@ def _return_large_frees_to_the_os() -> None:
 
 
 class ReadPools(beam.DoFn):
-    """(file number, path) -> the file's pools; its skips to the "skips" output.
+    """(file number, path) -> the names of spill files, one pool in each; the file's skips to the
+    "skips" output.
 
     Args:
       config: the job.
+      spill_prefix: the start of every spill file's name.
 
     Example:
-      files | beam.ParDo(ReadPools(config)).with_outputs("skips", main="pools")
+      files | beam.ParDo(ReadPools(config, ".out.beam-1")).with_outputs("skips", main="pools")
     """
 
-    def __init__(self, config: DataPrepConfig):
-        self.config = config
+    def __init__(self, config: DataPrepConfig, spill_prefix: str):
+        self.config, self.spill_prefix = config, spill_prefix
 
     def setup(self):
         _return_large_frees_to_the_os()
@@ -85,45 +94,66 @@ class ReadPools(beam.DoFn):
     def process(self, item):
         file_number, path = item
         skips = corpus.SkipLog()
-        yield from read_file_pools(file_number, path, self.config, skips, open_input)
+        for pool in read_file_pools(file_number, path, self.config, skips, open_input):
+            name = _spill_name(self.spill_prefix, "pool", pool.key)
+            write_bytes(pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL), name)
+            yield name
         for entry in skips.entries():
             yield beam.pvalue.TaggedOutput("skips", ("skips", entry))
 
 
-@beam.typehints.with_output_types(tuple[int, list[tuple[bytes, bytes]]])
+def _spill_name(prefix: str, kind: str, pool_key: tuple[int, int]) -> str:
+    """A new name per call: an attempt Beam retries never meets a file another attempt writes."""
+    return f"{prefix}.{kind}-{pool_key[0]}-{pool_key[1]}-{uuid.uuid4().hex[:8]}"
+
+
+# A slice: the records of one pool that fall into one shard, as (records file, offset, length).
+Slice = tuple[str, int, int]
+
+
+@beam.typehints.with_output_types(tuple[int, Slice])
 class ProcessPools(beam.DoFn):
-    """pool -> (shard, [(sort key, framed record)]) per shard its records fall into; the pool's
-    statistics to the "stats" output.
+    """pool spill file -> the pool's records in one records file, grouped by shard; yields
+    (shard, slice) per shard they fall into, the pool's statistics to the "stats" output.
 
     A record's sort key is `derive_seed(random_seed, "shuffle", pool key, position in the pool)`
-    and its shard that key modulo `num_shards`.
+    and its shard that key modulo `num_shards`; in the records file each record follows its key
+    as 16 big-endian bytes.
 
     Args:
       config: the job.
       num_shards: the number of output shards.
+      spill_prefix: the start of every spill file's name.
 
     Example:
-      pools | beam.ParDo(ProcessPools(config, 8)).with_outputs("stats", main="records")
+      pools | beam.ParDo(ProcessPools(config, 8, ".out.beam-1")).with_outputs("stats", main="slices")
     """
 
-    def __init__(self, config: DataPrepConfig, num_shards: int):
-        self.config, self.num_shards = config, num_shards
+    def __init__(self, config: DataPrepConfig, num_shards: int, spill_prefix: str):
+        self.config, self.num_shards, self.spill_prefix = config, num_shards, spill_prefix
 
     def setup(self):
         _return_large_frees_to_the_os()
         # Once per worker: the SentencePiece model and the tables built from it.
         self.processor = PoolProcessor(_localized(self.config), encode_threads=1)
 
-    def process(self, pool):
+    def process(self, pool_file):
+        pool = pickle.loads(read_bytes(pool_file))
         stats = Stats()
         seed = self.config.random_seed
-        by_shard: dict[int, list[tuple[bytes, bytes]]] = {}
+        by_shard: dict[int, list[bytes]] = {}
         for position, record in enumerate(self.processor.instance_records(pool, stats)):
             key = derive_seed(seed, "shuffle", pool.key, position)
-            # As 16 big-endian bytes: Beam's int coder stops at 64 bits; bytes sort as the ints do.
-            by_shard.setdefault(key % self.num_shards, []).append((key.to_bytes(16, "big"), record))
-        # One element per (pool, shard) rather than per record: Beam's cost is per element.
-        yield from by_shard.items()
+            by_shard.setdefault(key % self.num_shards, []).append(key.to_bytes(16, "big") + record)
+        name = _spill_name(self.spill_prefix, "records", pool.key)
+        slices, offset = [], 0
+        with FileSystems.create(name, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for shard in sorted(by_shard):
+                data = b"".join(by_shard.pop(shard))
+                f.write(data)
+                slices.append((shard, (name, offset, len(data))))
+                offset += len(data)
+        yield from slices
         yield beam.pvalue.TaggedOutput("stats", ("stats", stats))
 
 
@@ -138,14 +168,14 @@ def _localized(config: DataPrepConfig) -> DataPrepConfig:
 
 
 class WriteShard(beam.DoFn):
-    """(shard, batches of (sort key, record)) -> the shard's records in key order, written to
-    `temps[shard]`; yields ("shards", (shard, record count)).
+    """(shard, its slices) -> the shard's records in key order, written to `temps[shard]`; yields
+    ("shards", (shard, record count)).
 
     Args:
       temps: the shards' temporary paths, in shard order.
 
     Example:
-      records | beam.GroupByKey() | beam.ParDo(WriteShard([".a.tmp", ".b.tmp"]))
+      slices | beam.GroupByKey() | beam.ParDo(WriteShard([".a.tmp", ".b.tmp"]))
     """
 
     def __init__(self, temps: Sequence[str]):
@@ -155,14 +185,37 @@ class WriteShard(beam.DoFn):
         _return_large_frees_to_the_os()
 
     def process(self, item):
-        shard, batches = item
-        keyed = sorted(itertools.chain.from_iterable(batches), key=lambda pair: pair[0])
+        shard, slices = item
+        keyed: list[tuple[bytes, bytes]] = []
+        for name, offset, length in slices:
+            keyed.extend(_keyed_records(_read_range(name, offset, length)))
+        keyed.sort(key=lambda pair: pair[0])
         with FileSystems.create(
             self.temps[shard], compression_type=CompressionTypes.UNCOMPRESSED
         ) as f:
             for _, record in keyed:  # not joined first: that would hold the shard twice
                 f.write(record)
         yield "shards", (shard, len(keyed))
+
+
+def _read_range(path: str, offset: int, length: int) -> bytes:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        f.seek(offset)
+        data = f.read(length)
+    if len(data) != length:
+        raise OSError(f"{path}: {len(data)} bytes at offset {offset}, {length} expected")
+    return data
+
+
+def _keyed_records(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """(16-byte key, framed record) pairs of a slice; a framed record is its 8-byte length, a
+    4-byte CRC, the data and a 4-byte CRC."""
+    position = 0
+    while position < len(data):
+        (length,) = struct.unpack_from("<Q", data, position + 16)
+        end = position + 16 + 12 + length + 4
+        yield data[position : position + 16], data[position + 16 : end]
+        position = end
 
 
 class TotalsFn(beam.CombineFn):

@@ -222,12 +222,12 @@ def test_kill_9_while_writing_leaves_no_final_output_and_the_rerun_cleans_up(
             cli, cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
         )
     try:
-        # Killed once a worker has begun a shard (under a hidden name): the shards are written,
-        # renamed and summed up over the next second or so.
+        # Killed once a worker has written a pool's records (the pools' spill files are there
+        # too): the shards are written, renamed and summed up over the next second or so.
         deadline = time.monotonic() + 120
-        while not any(name.startswith(".") for name in os.listdir(out)):
+        while not any(".records-" in name for name in os.listdir(out)):
             assert job.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "no shard begun in 120 s"
+            assert time.monotonic() < deadline, "no records file in 120 s"
             time.sleep(0.005)
         os.kill(job.pid, signal.SIGKILL)  # the launcher only: its workers must leave by themselves
         job.wait()
@@ -243,6 +243,7 @@ def test_kill_9_while_writing_leaves_no_final_output_and_the_rerun_cleans_up(
     assert {name: left[name] for name in left if not name.startswith(".")} == previous
     hidden = [name for name in left if name.startswith(".")]
     assert hidden and all(".beam-" in name for name in hidden), hidden
+    assert any(".pool-" in name for name in hidden), hidden
 
     # The rerun deletes what the killed run left and writes what an uninterrupted run writes.
     rerun = subprocess.run(cli, cwd=REPO, capture_output=True, text=True)
