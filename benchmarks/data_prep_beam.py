@@ -154,7 +154,12 @@ def main() -> None:
     # two corpus sizes; per MB is what a cluster of one-core workers divides.
     per_mb = (bigger["beam"]["cpu_s"] - cpu["beam"]) / (3 * megabytes)
     fixed = cpu["beam"] - per_mb * megabytes
-    print(f"  Beam: {fixed:.1f} CPU-s fixed + {per_mb:.2f} CPU-s per MB of text (dupe 2, seq 128)")
+    documents = runs["beam"][-1]["summary"]["documents"]
+    per_document_ms = 1e3 * per_mb * megabytes / documents
+    print(
+        f"  Beam: {fixed:.1f} CPU-s fixed + {per_mb:.2f} CPU-s per MB of text, "
+        f"{per_document_ms:.1f} CPU-ms per document ({documents} documents; dupe 2, seq 128)"
+    )
     for label, mb in (("16 GB", 16e3), ("1 TB", 1e6)):
         cpu_hours = per_mb * mb / 3600
         for workers in (32, 256):
