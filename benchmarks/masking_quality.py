@@ -75,7 +75,8 @@ def _records(s: DemoSettings, spm_model_file: str, work_dir: str) -> dict:
 def _pretrain(s: DemoSettings, records: dict, arm: str, seed: int, work_dir: str) -> dict:
     from albert_tf.config import AlbertConfig
     from albert_tf.training.distribution import build_strategy
-    from albert_tf.training.pretraining import PretrainingOptions, run_pretraining
+    from albert_tf.training.pretraining import run_pretraining
+    from albert_tf.training.pretraining_options import PretrainingOptions
 
     options = PretrainingOptions(
         input_file=records[arm],

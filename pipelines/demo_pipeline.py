@@ -147,7 +147,8 @@ def create_records(s: DemoSettings, spm_model_file: str) -> dict:
 def pretrain(s: DemoSettings, spm_vocab_size: int, records: dict) -> dict:
     from albert_tf.config import AlbertConfig
     from albert_tf.training.distribution import build_strategy
-    from albert_tf.training.pretraining import PretrainingOptions, run_pretraining
+    from albert_tf.training.pretraining import run_pretraining
+    from albert_tf.training.pretraining_options import PretrainingOptions
 
     config = AlbertConfig(vocab_size=spm_vocab_size, **s.model)
     config_path = os.path.join(s.output_dir, "albert_config.json")

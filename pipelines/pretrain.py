@@ -145,7 +145,8 @@ def main(argv):
     from albert_tf.config import AlbertConfig
     from albert_tf.training.callbacks import NonFiniteLossError
     from albert_tf.training.distribution import TPUUnavailableError, build_strategy
-    from albert_tf.training.pretraining import PretrainingOptions, SettingsError, run_pretraining
+    from albert_tf.training.pretraining import run_pretraining
+    from albert_tf.training.pretraining_options import PretrainingOptions, SettingsError
     from albert_tf.training.record_checks import CorruptRecordError
 
     try:

@@ -15,7 +15,8 @@ from albert_tf.export.data import load_examples
 from albert_tf.tasks.glue.processors import MalformedRowError, read_split
 from albert_tf.training.distribution import build_strategy
 from albert_tf.training.input_pipeline import feature_spec, pretraining_dataset
-from albert_tf.training.pretraining import PretrainingOptions, run_pretraining
+from albert_tf.training.pretraining import run_pretraining
+from albert_tf.training.pretraining_options import PretrainingOptions
 from albert_tf.training.record_checks import CorruptRecordError, diagnose
 from tests.model_configs import SAMPLE_VOCAB_TINY
 

@@ -98,7 +98,7 @@ def test_group_routing_is_the_originals():
 def test_max_predictions_per_seq_defaults_to_min_20_max_seq_length_everywhere():
     from albert_tf.config import resolve_max_predictions_per_seq
     from albert_tf.export import ExportConfig
-    from albert_tf.training.pretraining import PretrainingOptions
+    from albert_tf.training.pretraining_options import PretrainingOptions
     from pipelines.demo_pipeline import DemoSettings
 
     assert resolve_max_predictions_per_seq(None, 16) == 16

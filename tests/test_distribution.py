@@ -30,7 +30,8 @@ def test_mirrored_over_two_devices_matches_one_device(tmp_path):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         from albert_tf import AlbertConfig
-        from albert_tf.training.pretraining import PretrainingOptions, run_pretraining
+        from albert_tf.training.pretraining import run_pretraining
+        from albert_tf.training.pretraining_options import PretrainingOptions
         strategies = {{"one_device": tf.distribute.OneDeviceStrategy("/cpu:0"),
                        "mirrored": tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])}}
         losses = {{}}

@@ -18,7 +18,8 @@ from albert_tf.training.input_pipeline import (
     pretraining_dataset,
     pretraining_dataset_fn,
 )
-from albert_tf.training.pretraining import PretrainingOptions, SettingsError, run_pretraining
+from albert_tf.training.pretraining import run_pretraining
+from albert_tf.training.pretraining_options import PretrainingOptions, SettingsError
 from tests.model_configs import SAMPLE_VOCAB_TINY
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

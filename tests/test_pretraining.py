@@ -17,7 +17,8 @@ from albert_tf import AlbertConfig
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.training.callbacks import NonFiniteLossError
 from albert_tf.training.distribution import build_strategy
-from albert_tf.training.pretraining import PretrainingOptions, run_pretraining, use_xla
+from albert_tf.training.pretraining import run_pretraining
+from albert_tf.training.pretraining_options import PretrainingOptions, use_xla
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 from tests.model_configs import SAMPLE_VOCAB_TINY
 

@@ -32,7 +32,7 @@ from albert_tf.finetuning.selection import CHECKPOINT_PREFIX, CheckpointEvaluato
 from albert_tf.finetuning.task import LoopSettings, Task
 from albert_tf.training.distribution import check_same_on_every_worker, is_chief, is_multi_worker
 from albert_tf.training.optimization import create_optimizer
-from albert_tf.training.pretraining import MIXED_PRECISION_POLICIES
+from albert_tf.training.pretraining_options import MIXED_PRECISION_POLICIES
 
 
 @contextlib.contextmanager
