@@ -17,6 +17,7 @@ sys.path.insert(
 )  # run from a checkout, uninstalled
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
+from pipelines import _distribution_flags
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
@@ -66,7 +67,7 @@ flags.DEFINE_string("tpu", None, "TPU to train on: name, grpc:// address or 'loc
 flags.DEFINE_enum(
     "strategy",
     "auto",
-    ["auto", "tpu", "mirrored", "multi_worker", "one_device"],
+    list(_distribution_flags.STRATEGIES),
     "tf.distribute strategy; auto picks TPU / multi-worker (TF_CONFIG) / "
     "mirrored (several GPUs) / one device.",
 )
@@ -144,7 +145,7 @@ def main(argv):
     from albert_tf.checkpoints import CheckpointMismatchError
     from albert_tf.config import AlbertConfig
     from albert_tf.training.callbacks import NonFiniteLossError
-    from albert_tf.training.distribution import TPUUnavailableError, build_strategy
+    from albert_tf.training.distribution import TPUUnavailableError
     from albert_tf.training.pretraining import run_pretraining
     from albert_tf.training.pretraining_options import PretrainingOptions, SettingsError
     from albert_tf.training.record_checks import CorruptRecordError
@@ -154,15 +155,7 @@ def main(argv):
             config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
         except ValueError as error:
             raise SettingsError(f"--albert_config_file: {error}") from error
-        tpu = FLAGS.tpu or FLAGS.tpu_name or FLAGS.master
-        strategy_kind = "tpu" if FLAGS.use_tpu and FLAGS.strategy == "auto" else FLAGS.strategy
-        strategy = build_strategy(
-            strategy_kind,
-            tpu=tpu,
-            tpu_zone=FLAGS.tpu_zone,
-            gcp_project=FLAGS.gcp_project,
-            multi_worker_cluster=_cli.multi_worker_cluster(),
-        )
+        strategy = _distribution_flags.strategy_from_flags()
         options = PretrainingOptions(
             **{field: getattr(FLAGS, field) for field in PretrainingOptions.__dataclass_fields__}
         )

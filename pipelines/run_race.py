@@ -22,6 +22,7 @@ sys.path.insert(
 )  # run from a checkout, uninstalled
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
+from pipelines import _distribution_flags
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
@@ -77,7 +78,7 @@ flags.DEFINE_integer("warmup_step", 1000, "Linear learning-rate warmup steps.")
 flags.DEFINE_integer(
     "save_checkpoints_steps", 100, "Save (and evaluate) a checkpoint every N steps."
 )
-_cli.define_tpu_and_distribution_flags()
+_distribution_flags.define_tpu_and_distribution_flags()
 flags.adopt_module_key_flags(_cli)  # --help lists them as this script's
 
 # Additions.
@@ -153,8 +154,10 @@ def main(argv):
     if FLAGS.recipe is not None:
         from albert_tf.tasks.race.finetune import RECIPES
 
-        _cli.apply_recipe(RECIPES[FLAGS.recipe])
-    _cli.note_ignored_flags(("iterations_per_loop", "num_tpu_cores", "num_keep_checkpoint"))
+        _distribution_flags.apply_recipe(RECIPES[FLAGS.recipe])
+    _distribution_flags.note_ignored_flags(
+        ("iterations_per_loop", "num_tpu_cores", "num_keep_checkpoint")
+    )
     if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
         raise app.UsageError("At least one of `do_train`, `do_eval` or `do_predict' must be True.")
     from albert_tf.tasks.race import finetune
@@ -168,7 +171,7 @@ def main(argv):
             FLAGS.do_train,
             FLAGS.do_eval,
             FLAGS.do_predict,
-            strategy=_cli.strategy_from_flags(),
+            strategy=_distribution_flags.strategy_from_flags(),
         )
 
     summary = _cli.exit_on_bad_input(job, (OSError, ValueError, TPUUnavailableError))

@@ -24,6 +24,7 @@ sys.path.insert(
 )  # run from a checkout, uninstalled
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
+from pipelines import _distribution_flags
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
@@ -87,7 +88,7 @@ def define_flags(version: str) -> None:
     )
     flags.DEFINE_integer("n_best_size", 20, "Answers kept per question in nbest_predictions.json.")
     flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in pieces.")
-    _cli.define_tpu_and_distribution_flags()
+    _distribution_flags.define_tpu_and_distribution_flags()
     flags.DEFINE_string(
         "export_dir",
         None,
@@ -195,10 +196,10 @@ def main_for(version: str):
         if FLAGS.recipe is not None:
             from albert_tf.tasks.squad.finetune import RECIPES
 
-            _cli.apply_recipe(RECIPES[FLAGS.recipe])
+            _distribution_flags.apply_recipe(RECIPES[FLAGS.recipe])
             if FLAGS.recipe != f"squad_{version}":
                 logging.warning("Using the %s recipe for SQuAD %s", FLAGS.recipe, version)
-        _cli.note_ignored_flags()
+        _distribution_flags.note_ignored_flags()
         from albert_tf.tasks.squad import finetune
         from albert_tf.training.distribution import TPUUnavailableError
 
@@ -206,7 +207,10 @@ def main_for(version: str):
             config = config_from_flags(version)
             logging.info("Fine-tuning config: %s", config)
             return finetune.run(
-                config, FLAGS.do_train, FLAGS.do_predict, strategy=_cli.strategy_from_flags()
+                config,
+                FLAGS.do_train,
+                FLAGS.do_predict,
+                strategy=_distribution_flags.strategy_from_flags(),
             )
 
         summary = _cli.exit_on_bad_input(job, (OSError, ValueError, TPUUnavailableError))
