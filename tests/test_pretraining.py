@@ -184,6 +184,50 @@ def test_gradient_accumulation_trains_the_same_number_of_updates(tmp_path):
     assert [h["step"] for h in results["train_history"]] == [2, 4, 6, 8]
 
 
+def test_fp16_steps_whose_gradients_overflow_still_count_as_batches(tmp_path, monkeypatch):
+    # A loss scale of 2**40 overflows float16 gradients: every update is skipped (the optimizer's
+    # `iterations` stay at 0) and halves the scale, yet each step took its batches.
+    from albert_tf.training import pretraining
+
+    create_optimizer = pretraining.create_optimizer
+
+    def overflowing(*args, **kwargs):
+        inner = create_optimizer(*args, **kwargs)
+        return keras.optimizers.LossScaleOptimizer(inner, initial_scale=2.0**40)
+
+    monkeypatch.setattr(pretraining, "create_optimizer", overflowing)
+    fp16 = dict(mixed_precision="fp16", jit_compile=False, gradient_accumulation_steps=2)
+
+    def state(checkpoint: str) -> tuple[int, float]:
+        reader = tf.train.load_checkpoint(checkpoint)
+        names = ("_iterations", "dynamic_scale")
+        iterations, scale = (
+            reader.get_tensor(f"optimizer/{name}/.ATTRIBUTES/VARIABLE_VALUE") for name in names
+        )
+        return int(iterations), float(scale)
+
+    first = run_pretraining(
+        options(tmp_path, num_train_steps=4, **fp16),
+        AlbertConfig(**TINY),
+        build_strategy("one_device"),
+    )
+    assert first["global_step"] == 4
+    assert [h["step"] for h in first["train_history"]] == [2, 4]
+    # The scale halves at every micro-batch: 2 per step.
+    assert state(str(tmp_path / "checkpoints" / "ckpt-4")) == (0, 2.0**32)
+
+    # Resumed at step 4, with the scale it had reached.
+    resumed = run_pretraining(
+        options(tmp_path, num_train_steps=8, **fp16),
+        AlbertConfig(**TINY),
+        build_strategy("one_device"),
+    )
+    assert resumed["resumed_from"] == f"{tmp_path}/checkpoints/ckpt-4"
+    assert resumed["global_step"] == 8
+    assert [h["step"] for h in resumed["train_history"]] == [6, 8]
+    assert state(str(tmp_path / "checkpoints" / "ckpt-8")) == (0, 2.0**24)
+
+
 def run_cli(*args, env=None):
     return subprocess.Popen(
         [sys.executable, str(ROOT / "pipelines/pretrain.py"), *args],

@@ -15,27 +15,65 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
-def optimizer_step(model: keras.Model) -> int:
-    """Applied optimizer updates so far (the original's `global_step`)."""
-    return int(model.optimizer.iterations.numpy())
+class StepCounter(keras.callbacks.Callback):
+    """The steps trained (the original's `global_step`): the micro-batches taken from the data
+    since training began, over the micro-batches per step, added to the step it began at.
+
+    Counted from the epoch and batch Keras reports rather than from the optimizer's `iterations`:
+    under fp16 loss scaling a step whose gradients overflow is skipped by the optimizer (its
+    `iterations` stay) although its batches were taken, so checkpoint names, the end of training
+    and where a resume reads on follow the batches. Put it first among the callbacks: the others
+    read `step`. (Without fp16 overflows both counts agree.)
+
+    Args:
+      start_step: the step training begins (or resumes) at.
+      micro_batches_per_epoch: the `steps_per_epoch` given to `fit`.
+      micro_batches_per_step: the gradient accumulation steps.
+
+    Example:
+      counter = StepCounter(done, save_steps * accumulation, accumulation)
+      model.fit(..., callbacks=[counter, StopAtStep(num_train_steps, counter)])
+    """
+
+    def __init__(self, start_step: int, micro_batches_per_epoch: int, micro_batches_per_step: int):
+        super().__init__()
+        self.step = start_step
+        self._start_step = start_step
+        self._per_epoch, self._per_step = micro_batches_per_epoch, micro_batches_per_step
+        self._first_epoch: int | None = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if self._first_epoch is None:
+            self._first_epoch = epoch
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        # With steps_per_execution > 1 Keras reports the last batch of each execution.
+        taken = (self._epoch - self._first_epoch) * self._per_epoch + batch + 1
+        self.step = self._start_step + taken // self._per_step
 
 
 class CheckpointSaver(keras.callbacks.Callback):
-    """Saves a tf.train checkpoint (weights, optimizer slots, step) at the end of every epoch.
+    """Saves a tf.train checkpoint (weights, optimizer slots) numbered by the step at the end of
+    every epoch.
 
     An epoch is `save_checkpoints_steps` steps. `CheckpointManager` writes the files first and
     the `checkpoint` state file last (by rename), so a killed run never points at a partial save.
+
+    Args:
+      manager: where and how many checkpoints are kept.
+      counter: the run's step counter.
     """
 
-    def __init__(self, manager: tf.train.CheckpointManager):
+    def __init__(self, manager: tf.train.CheckpointManager, counter: StepCounter):
         super().__init__()
-        self.manager = manager
+        self.manager, self.counter = manager, counter
 
     def on_epoch_end(self, epoch, logs=None):
         self.save()
 
     def save(self) -> str | None:
-        step = optimizer_step(self.model)
+        step = self.counter.step
         if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
             return None  # already saved at this step
         # A diverged update can make weights inf while the loss of that step was still finite:
@@ -51,14 +89,14 @@ class CheckpointSaver(keras.callbacks.Callback):
 
 
 class StopAtStep(keras.callbacks.Callback):
-    """Stops `fit` once the optimizer has applied `num_train_steps` updates."""
+    """Stops `fit` once `counter` reaches `num_train_steps`."""
 
-    def __init__(self, num_train_steps: int):
+    def __init__(self, num_train_steps: int, counter: StepCounter):
         super().__init__()
-        self.num_train_steps = num_train_steps
+        self.num_train_steps, self.counter = num_train_steps, counter
 
     def on_train_batch_end(self, batch, logs=None):
-        if optimizer_step(self.model) >= self.num_train_steps:
+        if self.counter.step >= self.num_train_steps:
             self.model.stop_training = True
 
 
@@ -66,11 +104,12 @@ class TrainingMonitor(keras.callbacks.Callback):
     """Progress line with ETA, TensorBoard scalars, and the non-finite-loss stop.
 
     Scalars: the model's metrics (loss, MLM/SOP loss and accuracy), learning rate, gradient norm
-    (before clipping) and examples/s, every `log_every_steps` optimizer steps.
+    (before clipping) and examples/s, every `log_every_steps` steps of `counter`.
     """
 
     def __init__(
         self,
+        counter: StepCounter,
         num_train_steps: int,
         examples_per_step: int,
         log_every_steps: int,
@@ -78,6 +117,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         last_checkpoint=lambda: None,
     ):
         super().__init__()
+        self.counter = counter
         self.num_train_steps = num_train_steps
         self.examples_per_step = examples_per_step
         self.log_every_steps = max(1, log_every_steps)
@@ -87,11 +127,11 @@ class TrainingMonitor(keras.callbacks.Callback):
 
     def on_train_begin(self, logs=None):
         self._start_time = self._last_time = time.perf_counter()
-        self._start_step = self._last_step = optimizer_step(self.model)
+        self._start_step = self._last_step = self.counter.step
 
     def on_train_batch_end(self, batch, logs=None):
         logs = logs or {}
-        step = optimizer_step(self.model)
+        step = self.counter.step
         loss = float(logs.get("loss", 0.0))
         if not math.isfinite(loss):
             raise NonFiniteLossError(

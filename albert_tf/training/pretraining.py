@@ -24,12 +24,7 @@ from albert_tf.io import atomic_path, write_json
 from albert_tf.modeling.model import AlbertPretrainer
 from albert_tf.records import UNMASKED_FEATURE_NAMES
 from albert_tf.training import record_checks
-from albert_tf.training.callbacks import (
-    CheckpointSaver,
-    StopAtStep,
-    TrainingMonitor,
-    optimizer_step,
-)
+from albert_tf.training.callbacks import CheckpointSaver, StepCounter, StopAtStep, TrainingMonitor
 from albert_tf.training.distribution import check_same_on_every_worker, is_chief
 from albert_tf.training.input_pipeline import (
     detect_masking,
@@ -106,15 +101,17 @@ def run_pretraining(
         results = {"output_dir": o.output_dir, "resumed_from": latest}
         if o.skip_corrupt_records:
             results["skipped_records"] = skipped  # per input file, only those with any
+        # A checkpoint is numbered by the steps trained (`callbacks.StepCounter`).
+        step = int(latest.rsplit("-", 1)[1]) if latest else 0
         if latest:
             checkpoint.restore(latest).assert_existing_objects_matched()
-            logging.info("Resuming from %s at step %d", latest, optimizer_step(model))
+            logging.info("Resuming from %s at step %d", latest, step)
         elif o.init_checkpoint:
             load_initial_weights(model, o.init_checkpoint)
         try:
             check_same_on_every_worker(
                 strategy,
-                optimizer_step(model),
+                step,
                 f"the step to resume from: every worker must see the chief's --output_dir "
                 f"{o.output_dir}",
             )
@@ -122,10 +119,9 @@ def run_pretraining(
             raise SettingsError(str(error)) from error
         try:
             if o.do_train:
-                results["train_history"] = _train(
-                    model, manager, o, strategy, work_dir, train_source, masking[0]
+                results["train_history"], step = _train(
+                    model, manager, o, strategy, work_dir, train_source, masking[0], step
                 )
-            step = optimizer_step(model)
             results["global_step"] = step
             if o.do_eval:
                 results["eval"] = evaluate(
@@ -247,13 +243,14 @@ def _train(
     work_dir: str,
     source: str | list[str],
     masking: str,
-) -> list[dict]:
-    """Train up to `num_train_steps` on `source` (patterns or files) of masked ("static") or
-    unmasked ("dynamic") records; returns the monitor's reports (step, loss, lr, ...)."""
-    done = optimizer_step(model)
+    done: int,
+) -> tuple[list[dict], int]:
+    """Train from step `done` up to `num_train_steps` on `source` (patterns or files) of masked
+    ("static") or unmasked ("dynamic") records; returns the monitor's reports (step, loss, lr,
+    ...) and the step reached."""
     if done >= o.num_train_steps:
         logging.info("already at step %d of %d: nothing to train", done, o.num_train_steps)
-        return []
+        return [], done
     micro_batch = o.train_batch_size // o.gradient_accumulation_steps
     if masking == "dynamic":
         logging.info(
@@ -279,8 +276,14 @@ def _train(
             dynamic_masking=masking_settings(o, model.config),
         )
     )
-    saver = CheckpointSaver(manager)
+    counter = StepCounter(
+        done,
+        o.save_checkpoints_steps * o.gradient_accumulation_steps,
+        o.gradient_accumulation_steps,
+    )
+    saver = CheckpointSaver(manager, counter)
     monitor = TrainingMonitor(
+        counter,
         o.num_train_steps,
         o.train_batch_size,
         o.log_every_steps,
@@ -306,12 +309,12 @@ def _train(
         epochs=epochs,
         initial_epoch=done // o.save_checkpoints_steps,
         steps_per_epoch=o.save_checkpoints_steps * o.gradient_accumulation_steps,
-        callbacks=[monitor, StopAtStep(o.num_train_steps), saver],
+        callbacks=[counter, monitor, StopAtStep(o.num_train_steps, counter), saver],
         verbose=0,
         shuffle=False,
     )
     saver.save()  # the last, possibly partial, interval
-    return monitor.history
+    return monitor.history, counter.step
 
 
 def evaluate(
