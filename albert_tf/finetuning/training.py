@@ -30,6 +30,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import resume
 from albert_tf.finetuning.selection import CHECKPOINT_PREFIX, CheckpointEvaluator
 from albert_tf.finetuning.task import LoopSettings, Task
+from albert_tf.training.callbacks import StepCounter
 from albert_tf.training.distribution import check_same_on_every_worker, is_chief, is_multi_worker
 from albert_tf.training.optimization import create_optimizer
 from albert_tf.training.pretraining_options import MIXED_PRECISION_POLICIES
@@ -54,11 +55,8 @@ def precision_policy(config: LoopSettings):
 class _CheckpointEveryN(keras.callbacks.Callback):
     """Ends training at `train_step`; at each epoch end (= every N steps) saves the optimizer's
     state, then (on the chief) the TF1 checkpoint, then evaluates it — on `scoring_model`, with
-    the trained weights copied in, when one is given.
-
-    A step is a batch trained on, counted from the epoch and batch: under fp16 loss scaling a
-    batch whose gradients overflow is skipped by the optimizer (its `iterations` stay), yet it
-    was taken from the data, so checkpoint names, resuming and the end follow the batches.
+    the trained weights copied in, when one is given. Steps are `counter`'s (batches taken, so
+    an fp16 update skipped for overflowing still counts), which must come first in `fit`.
     """
 
     def __init__(
@@ -66,22 +64,19 @@ class _CheckpointEveryN(keras.callbacks.Callback):
         config: LoopSettings,
         evaluator: CheckpointEvaluator | None,
         optimizer_state: resume.OptimizerState,
-        start_step: int,
+        counter: StepCounter,
         chief: bool = True,
         scoring_model: keras.Model | None = None,
     ):
         super().__init__()
         self.config, self.evaluator = config, evaluator
-        self.optimizer_state = optimizer_state
+        self.optimizer_state, self.counter = optimizer_state, counter
         self.chief, self.scoring_model = chief, scoring_model
         self.saved: list[tuple[int, str]] = []
-        self._start, self._start_step = time.time(), start_step
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
+        self._start, self._start_step = time.time(), counter.step
 
     def on_train_batch_end(self, batch, logs=None):
-        step = self._epoch * self.config.save_checkpoints_steps + batch + 1
+        step = self.counter.step
         if step % self.config.log_every_steps == 0 or step == self.config.train_step:
             rate = (step - self._start_step) / max(time.time() - self._start, 1e-9)
             logging.info(
@@ -96,7 +91,7 @@ class _CheckpointEveryN(keras.callbacks.Callback):
             self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
-        step = min((epoch + 1) * self.config.save_checkpoints_steps, self.config.train_step)
+        step = self.counter.step
         # The optimizer's state first: a model.ckpt-<step> always has its state beside it.
         self.optimizer_state.save(step)
         if not self.chief:
@@ -218,14 +213,17 @@ def _train(task, albert_config, evaluator, strategy, save_dir, chief) -> list[tu
             config.learning_rate,
             config.warmup_step,
         )
-        callback = _CheckpointEveryN(config, evaluator, optimizer_state, done, chief, scoring_model)
+        counter = StepCounter(done, config.save_checkpoints_steps, 1)
+        callback = _CheckpointEveryN(
+            config, evaluator, optimizer_state, counter, chief, scoring_model
+        )
         # One epoch per checkpoint interval; the callback stops the last one at `train_step`.
         model.fit(
             dataset,
             epochs=math.ceil(config.train_step / config.save_checkpoints_steps),
             initial_epoch=done // config.save_checkpoints_steps,
             steps_per_epoch=config.save_checkpoints_steps,
-            callbacks=[callback],
+            callbacks=[counter, callback],
             shuffle=False,
             verbose=0,
         )
