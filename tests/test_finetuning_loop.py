@@ -17,6 +17,7 @@ from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.glue.finetune import FinetuneConfig
 from albert_tf.tasks.race.config import RaceConfig
 from albert_tf.tasks.squad.config import SquadConfig, with_schedule
+from tests.loss_scaling import overflowing
 from tests.model_configs import MICRO
 
 SEQ = 8
@@ -190,13 +191,7 @@ def test_fp16_fine_tuning_scales_the_loss_keeps_float32_weights_and_resumes(tmp_
 def test_fp16_steps_whose_gradients_overflow_still_count_as_batches(tmp_path, monkeypatch):
     # A loss scale of 2**40 overflows float16 gradients: every step is skipped (the optimizer's
     # `iterations` stay at 0) and halves the scale, yet each took a batch.
-    create_optimizer = training.create_optimizer
-
-    def overflowing(*args, **kwargs):
-        inner = create_optimizer(*args, **kwargs)
-        return keras.optimizers.LossScaleOptimizer(inner, initial_scale=2.0**40)
-
-    monkeypatch.setattr(training, "create_optimizer", overflowing)
+    monkeypatch.setattr(training, "create_optimizer", overflowing(training.create_optimizer))
     config_file = tmp_path / "albert_config.json"
     AlbertConfig(**MICRO).to_json_file(config_file)
     settings = Float16Settings(str(tmp_path / "out"), albert_config_file=str(config_file))

@@ -19,6 +19,7 @@ from albert_tf.training.callbacks import NonFiniteLossError
 from albert_tf.training.distribution import build_strategy
 from albert_tf.training.pretraining import run_pretraining
 from albert_tf.training.pretraining_options import PretrainingOptions, use_xla
+from tests.loss_scaling import overflowing
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 from tests.model_configs import SAMPLE_VOCAB_TINY
 
@@ -189,13 +190,7 @@ def test_fp16_steps_whose_gradients_overflow_still_count_as_batches(tmp_path, mo
     # `iterations` stay at 0) and halves the scale, yet each step took its batches.
     from albert_tf.training import pretraining
 
-    create_optimizer = pretraining.create_optimizer
-
-    def overflowing(*args, **kwargs):
-        inner = create_optimizer(*args, **kwargs)
-        return keras.optimizers.LossScaleOptimizer(inner, initial_scale=2.0**40)
-
-    monkeypatch.setattr(pretraining, "create_optimizer", overflowing)
+    monkeypatch.setattr(pretraining, "create_optimizer", overflowing(pretraining.create_optimizer))
     fp16 = dict(mixed_precision="fp16", jit_compile=False, gradient_accumulation_steps=2)
 
     def state(checkpoint: str) -> tuple[int, float]:
