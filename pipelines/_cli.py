@@ -53,6 +53,10 @@ STARTUP_NOISE = (
         r"I\d{4} \S+ +\d+ cudart_stub\.cc:\d+\] Could not find cuda drivers on your "
         r"machine, GPU will not be used\."
     ),
+    # The notice that oneDNN's kernels are on, printed while TensorFlow's libraries load (once per
+    # library that holds a copy) on CPUs it turns them on for by default (AVX512_VNNI, AVX512_BF16,
+    # AVX_VNNI or AMX: e.g. AMD Zen 4). An INFO line, like the one above.
+    re.compile(r"I\d{4} \S+ +\d+ port\.cc:\d+\] oneDNN custom operations are on\. .*"),
 )
 # The same missing driver, reported once more as an error when TensorFlow lists its devices.
 # Dropped only after the line above: with a driver present, a failing cuInit is worth seeing.

@@ -54,11 +54,15 @@ def test_only_the_known_startup_lines_are_dropped():
         "E0000 00:00:1795423203.972110    4279 cuda_platform.cc:52] failed call to cuInit: "
         "INTERNAL: CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)\n"
     )
+    onednn = (
+        "I0000 00:00:1795700932.871672    2527 port.cc:153] oneDNN custom operations are on. "
+        "You may see slightly different numerical results due to floating-point round-off "
+        "errors from different computation orders. To turn them off, set the environment "
+        "variable `TF_ENABLE_ONEDNN_OPTS=0`.\n"
+    )
     other = "E0000 00:00:1795423203.972110    4279 some_op.cc:10] a real error\n"
-    assert _cli.without_startup_noise([banner, no_driver, cuinit, other, "text\n"]) == [
-        other,
-        "text\n",
-    ]
+    lines = [banner, onednn, no_driver, onednn, cuinit, other, "text\n"]
+    assert _cli.without_startup_noise(lines) == [other, "text\n"]
     # Without the missing-driver line first, a failing cuInit is news: it stays.
     assert _cli.without_startup_noise([banner, cuinit]) == [cuinit]
 

@@ -66,6 +66,7 @@ def test_training_path_equals_inference_path(jit_compile, monkeypatch):
         np.testing.assert_allclose(got, want, rtol=0, atol=GRADIENTS * scale, err_msg=variable.path)
 
 
+@pytest.mark.half_precision
 def test_mixed_precision_training_keeps_the_plain_ops(monkeypatch):
     # XLA:CPU's bfloat16 elementwise code is slower than TF's: the fused kernel is float32 only.
     keras.mixed_precision.set_dtype_policy("mixed_bfloat16")

@@ -58,6 +58,7 @@ def test_only_the_last_axis_is_supported():
         AlbertLayerNorm(axis=1)
 
 
+@pytest.mark.half_precision
 def test_every_layer_norm_of_the_model_trains_through_it_and_mixed_precision_works(monkeypatch):
     calls = count_calls(monkeypatch, layer_norm, "layer_norm_with_gradient")
     keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
