@@ -37,7 +37,6 @@ from albert_tf.checkpoints.hf_format import (
     CONFIG_FILE,
     FLOAT_DTYPES,
     INDEX_FILE,
-    PYTORCH_FILES,
     SPM_FILE,
     TIED_KEYS,
     WEIGHTS_FILE,
@@ -45,6 +44,8 @@ from albert_tf.checkpoints.hf_format import (
     HfFormatError,
     HfKey,
     hf_keys,
+    is_hf_folder,
+    resolve_spm_model_file,
     write_safetensors,
 )
 from albert_tf.checkpoints.tf1 import head_tf1_names, tf1_variable_map
@@ -54,6 +55,16 @@ from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.modeling.heads.multiple_choice import DEFAULT_DROPOUT, AlbertMultipleChoice
 from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1
 from albert_tf.modeling.model import AlbertModel, AlbertPretrainer
+
+__all__ = [
+    "HfFormatError",
+    "hf_architectures",
+    "initialize_from_hf",
+    "is_hf_folder",
+    "load_hf_model",
+    "resolve_spm_model_file",
+    "save_hf_model",
+]
 
 
 # One small builder per class, from the config (its `extra` holds config.json's other fields).
@@ -292,21 +303,3 @@ def _write_files(directory: str, values: dict, tensors: dict, spm_model_file: st
     if spm_model_file:
         with atomic_path(os.path.join(directory, SPM_FILE)) as staging:
             shutil.copyfile(spm_model_file, staging)
-
-
-def is_hf_folder(path: str | os.PathLike) -> bool:
-    """Whether `path` is a folder as transformers writes one (config.json and weights)."""
-    weights = (CONFIG_FILE, WEIGHTS_FILE, INDEX_FILE, *PYTORCH_FILES)
-    return (
-        os.path.isdir(path)
-        and os.path.isfile(os.path.join(path, CONFIG_FILE))
-        and any(os.path.isfile(os.path.join(path, name)) for name in weights[1:])
-    )
-
-
-def resolve_spm_model_file(spm_model_file: str | None, hf_directory: str | None) -> str | None:
-    """`spm_model_file` if given, else the `spiece.model` of the transformers folder, if any."""
-    if spm_model_file or not hf_directory:
-        return spm_model_file
-    path = os.path.join(os.fspath(hf_directory), SPM_FILE)
-    return path if os.path.isfile(path) else None

@@ -249,3 +249,21 @@ def write_safetensors(path: str, tensors: dict[str, np.ndarray]) -> None:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(staging, 0o666 & ~umask)
+
+
+def is_hf_folder(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder as transformers writes one (config.json and weights)."""
+    weights = (CONFIG_FILE, WEIGHTS_FILE, INDEX_FILE, *PYTORCH_FILES)
+    return (
+        os.path.isdir(path)
+        and os.path.isfile(os.path.join(path, CONFIG_FILE))
+        and any(os.path.isfile(os.path.join(path, name)) for name in weights[1:])
+    )
+
+
+def resolve_spm_model_file(spm_model_file: str | None, hf_directory: str | None) -> str | None:
+    """`spm_model_file` if given, else the `spiece.model` of the transformers folder, if any."""
+    if spm_model_file or not hf_directory:
+        return spm_model_file
+    path = os.path.join(os.fspath(hf_directory), SPM_FILE)
+    return path if os.path.isfile(path) else None
