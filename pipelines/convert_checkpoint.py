@@ -57,6 +57,14 @@ flags.DEFINE_string(
     "--hf_model's spiece.model, if any).",
 )
 
+flags.DEFINE_list(
+    "label_names",
+    None,
+    "With --output_hf, for a classifier: its labels in order, as config.json's id2label (e.g. "
+    "the `labels` of a fine-tuning bundle's classifier_info.json; default: kept from a "
+    "transformers source, else LABEL_0, LABEL_1, ...).",
+)
+
 
 def _load(flags_):
     """The model the source flag names."""
@@ -83,7 +91,7 @@ def _convert():
     model = _load(FLAGS)
     if FLAGS.output_hf:
         spm = resolve_spm_model_file(FLAGS.spm_model_file, FLAGS.hf_model)
-        save_hf_model(model, FLAGS.output_hf, spm_model_file=spm)
+        save_hf_model(model, FLAGS.output_hf, label_names=FLAGS.label_names, spm_model_file=spm)
         if spm:
             logging.info("copied %s as its spiece.model", spm)
     elif FLAGS.output.endswith(".keras"):
@@ -112,8 +120,9 @@ def main(argv):
         raise app.UsageError("--tf1_checkpoint needs --albert_config_file")
     if FLAGS.tf1_checkpoint and FLAGS.output and not FLAGS.output.endswith(".keras"):
         raise app.UsageError(f"--output must end in .keras, got {FLAGS.output}")
-    if FLAGS.spm_model_file and not FLAGS.output_hf:
-        raise app.UsageError("--spm_model_file goes with --output_hf")
+    for name in ("spm_model_file", "label_names"):
+        if FLAGS[name].value and not FLAGS.output_hf:
+            raise app.UsageError(f"--{name} goes with --output_hf")
     _cli.exit_on_bad_input(_convert)
 
 

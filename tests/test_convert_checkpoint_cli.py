@@ -140,3 +140,25 @@ def test_cli_refuses_two_outputs_or_a_stray_spm_model(tmp_path):
         f"--hf_model={HF / 'albert_tiny_qa'}", "--output=x.keras", "--spm_model_file=s"
     )
     assert result.returncode != 0 and "--spm_model_file goes with --output_hf" in result.stderr
+
+
+def test_label_names_reach_config_json(tmp_path):
+    result = run_cli(
+        f"--hf_model={HF / 'albert_tiny_classifier'}", f"--output={tmp_path / 'c.keras'}"
+    )
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "hf"
+    result = run_cli(
+        f"--keras_model={tmp_path / 'c.keras'}", f"--output_hf={out}", "--label_names=neg,neu,pos"
+    )
+    assert result.returncode == 0, result.stderr
+    config = json.loads((out / "config.json").read_text())
+    assert config["id2label"] == {"0": "neg", "1": "neu", "2": "pos"}
+    assert config["label2id"] == {"neg": 0, "neu": 1, "pos": 2}
+    result = run_cli(
+        f"--keras_model={tmp_path / 'c.keras'}",
+        f"--output_hf={tmp_path / 'x'}",
+        "--label_names=a,b",
+    )
+    assert result.returncode == 1 and "2 label names for 3 labels" in result.stderr
+    assert not (tmp_path / "x").exists()

@@ -263,6 +263,8 @@ def save_hf_model(
     architecture = architecture or (stored if stored in choices else choices[0])
     if architecture not in choices:
         raise ValueError(f"{type(model).__name__} writes as one of {choices}, not {architecture}")
+    if label_names and architecture != SEQUENCE_CLASSIFICATION:
+        raise ValueError(f"label names are for a sequence classifier, not {architecture}")
     values = hf_config_values(
         model.config,
         architecture,
