@@ -162,6 +162,9 @@ def test_converted_back_out_it_is_what_transformers_wrote(name, converted, tmp_p
         np.testing.assert_array_equal(tensors[key], value, err_msg=key)
     written = json.loads((tmp_path / name / "config.json").read_text())
     assert written == json.loads((folder(name) / "config.json").read_text())
+    # Byte for byte, too: the same header layout and JSON formatting as transformers' own files.
+    for file in ("config.json", "model.safetensors"):
+        assert (tmp_path / name / file).read_bytes() == (folder(name) / file).read_bytes(), file
 
 
 def tf1_round_trip(model, tmp_path):
