@@ -145,6 +145,8 @@ def hf_config_values(
         if len(names) != num_labels:
             raise ValueError(f"{len(names)} label names for {num_labels} labels")
         values.pop("id2label", None), values.pop("label2id", None)
+        if "num_labels" in values:  # older configs carry it beside id2label
+            values["num_labels"] = num_labels
         if names != ["LABEL_0", "LABEL_1"]:  # transformers leaves out its two default labels
             values["id2label"] = {str(i): name for i, name in enumerate(names)}
             values["label2id"] = {name: i for i, name in enumerate(names)}
