@@ -15,6 +15,7 @@ from albert_tf.checkpoints import tf1_weights
 from albert_tf.checkpoints.hf import (
     initialize_from_hf,
     is_hf_folder,
+    load_hf_config,
     load_hf_model,
     resolve_spm_model_file,
     save_hf_model,
@@ -221,7 +222,8 @@ def test_label_names_and_regression_come_in_and_go_back_out(tmp_path):
 
 def test_initialize_from_hf_loads_the_backbone_and_a_fitting_head(tmp_path, caplog):
     source = HF / "albert_tiny_classifier"
-    config = load_hf_model(source).config
+    config = load_hf_config(source)
+    assert config == load_hf_model(source).config
     reference = tf1_weights(load_hf_model(source))
     same = AlbertClassifier(config, num_labels=3)
     assert initialize_from_hf(same, source) is True

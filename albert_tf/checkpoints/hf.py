@@ -61,6 +61,7 @@ __all__ = [
     "hf_architectures",
     "initialize_from_hf",
     "is_hf_folder",
+    "load_hf_config",
     "load_hf_model",
     "resolve_spm_model_file",
     "save_hf_model",
@@ -109,6 +110,12 @@ WRITABLE = (
     (AlbertSquadV1, (QUESTION_ANSWERING,)),
     (AlbertMultipleChoice, ("AlbertForMultipleChoice",)),
 )
+
+
+def load_hf_config(directory: str | os.PathLike) -> AlbertConfig:
+    """The `AlbertConfig` of a transformers ALBERT folder (its other fields in `extra`), checked
+    as `load_hf_model` checks it: for a job that builds its own model from the folder."""
+    return read_hf_config(HfFolder(directory), tuple(BUILDERS))[0]
 
 
 def load_hf_model(directory: str | os.PathLike) -> keras.Model:
