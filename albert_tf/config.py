@@ -15,7 +15,9 @@ from typing import Any
 from albert_tf.io import write_json
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
-ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+# "gelu" is the original's: the tanh approximation (transformers calls it "gelu_new"). "gelu_erf"
+# is the exact erf form, which transformers configs name plain "gelu"; the original has no such name.
+ACTIVATIONS = ("gelu", "gelu_erf", "relu", "tanh", "linear")
 
 
 @dataclasses.dataclass
@@ -82,7 +84,7 @@ class AlbertConfig:
             raise ValueError(f"sharing must be one of {SHARING_MODES}, got {self.sharing!r}")
         if self.hidden_act not in ACTIVATIONS:
             raise ValueError(
-                f"hidden_act must be one of {ACTIVATIONS} (as the original), got "
+                f"hidden_act must be one of {ACTIVATIONS} (the original's, and gelu_erf), got "
                 f"{self.hidden_act!r}"
             )
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):

@@ -1,9 +1,17 @@
-"""Convert between original TF1 ALBERT checkpoints and our `.keras` files.
+"""Convert ALBERT checkpoints: original TF1, our `.keras` files, Hugging Face transformers folders.
 
   TF1 -> Keras:  python pipelines/convert_checkpoint.py --tf1_checkpoint=albert_base/model.ckpt-best \
                      --albert_config_file=albert_base/albert_config.json --output=albert_base.keras
   Keras -> TF1:  python pipelines/convert_checkpoint.py --keras_model=albert_base.keras \
                      --output=out/model.ckpt   (also writes out/albert_config.json)
+  HF -> Keras:   python pipelines/convert_checkpoint.py --hf_model=albert-base-v2 --output=base.keras
+                     (a folder transformers' save_pretrained wrote: config.json, model.safetensors)
+  Keras -> HF:   python pipelines/convert_checkpoint.py --keras_model=base.keras \
+                     --output_hf=out/albert-base --spm_model_file=30k-clean.model
+
+Any source goes to any target: --tf1_checkpoint or --hf_model with --output=model.ckpt writes a
+TF1 checkpoint, --tf1_checkpoint with --output_hf a transformers folder. Bad input stops with one
+line naming the file (and the tensor or config key); nothing is written under the output name.
 """
 
 import os
@@ -19,44 +27,103 @@ from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
-    "tf1_checkpoint", None, "Original checkpoint prefix (or its directory) to convert to `.keras`."
+    "tf1_checkpoint", None, "Original checkpoint prefix (or its directory) to convert."
 )
 flags.DEFINE_string("albert_config_file", None, "The `albert_config.json` of --tf1_checkpoint.")
 flags.DEFINE_string(
     "keras_model",
     None,
-    "An `AlbertPretrainer` or `AlbertClassifier` `.keras` file to convert to TF1.",
+    "One of our `.keras` files (AlbertPretrainer, AlbertModel or a task model) to convert.",
 )
-flags.DEFINE_string("output", None, "`.keras` path (from TF1) or TF1 checkpoint prefix (to TF1).")
+flags.DEFINE_string(
+    "hf_model",
+    None,
+    "A Hugging Face transformers ALBERT folder (config.json + model.safetensors, or its "
+    "sharded index) to convert.",
+)
+flags.DEFINE_string(
+    "output",
+    None,
+    "A `.keras` path, or a TF1 checkpoint prefix (from --keras_model, or any path not ending "
+    "in .keras from --hf_model).",
+)
+flags.DEFINE_string(
+    "output_hf", None, "A folder to write as transformers' save_pretrained does (not torch)."
+)
+flags.DEFINE_string(
+    "spm_model_file",
+    None,
+    "With --output_hf: the SentencePiece model to copy into it as spiece.model (default: "
+    "--hf_model's spiece.model, if any).",
+)
+
+flags.DEFINE_list(
+    "label_names",
+    None,
+    "With --output_hf, for a classifier: its labels in order, as config.json's id2label (e.g. "
+    "the `labels` of a fine-tuning bundle's classifier_info.json; default: kept from a "
+    "transformers source, else LABEL_0, LABEL_1, ...).",
+)
+
+
+def _load(flags_):
+    """The model the source flag names."""
+    import keras
+
+    import albert_tf.modeling  # noqa: F401  (registers every model class: task models' .keras)
+    from albert_tf.checkpoints import load_tf1_checkpoint
+    from albert_tf.checkpoints.hf import load_hf_model
+
+    if flags_.tf1_checkpoint:
+        return load_tf1_checkpoint(flags_.tf1_checkpoint, flags_.albert_config_file)
+    if flags_.hf_model:
+        return load_hf_model(flags_.hf_model)
+    if not os.path.isfile(flags_.keras_model):
+        raise FileNotFoundError(f"Keras model file not found: {flags_.keras_model}")
+    return keras.saving.load_model(flags_.keras_model)
+
+
+def _convert():
+    from albert_tf.checkpoints import save_tf1_checkpoint
+    from albert_tf.checkpoints.hf import resolve_spm_model_file, save_hf_model
+    from albert_tf.io import atomic_path
+
+    model = _load(FLAGS)
+    if FLAGS.output_hf:
+        spm = resolve_spm_model_file(FLAGS.spm_model_file, FLAGS.hf_model)
+        save_hf_model(model, FLAGS.output_hf, label_names=FLAGS.label_names, spm_model_file=spm)
+        if spm:
+            logging.info("copied %s as its spiece.model", spm)
+    elif FLAGS.output.endswith(".keras"):
+        with atomic_path(FLAGS.output, suffix=".keras") as staging:
+            model.save(staging)
+        logging.info("wrote %s (%d parameters)", FLAGS.output, model.count_params())
+        spm = resolve_spm_model_file(None, FLAGS.hf_model)
+        if spm:
+            logging.info(
+                "its SentencePiece model: %s (the --spm_model_file of export and fine-tuning)", spm
+            )
+    else:
+        prefix = save_tf1_checkpoint(model, FLAGS.output)
+        model.config.to_json_file(os.path.join(os.path.dirname(prefix), "albert_config.json"))
+        logging.info("wrote TF1 checkpoint %s and albert_config.json beside it", prefix)
 
 
 def main(argv):
     del argv
-    import keras
-
-    from albert_tf.io import atomic_path
-
-    import albert_tf.modeling  # noqa: F401  (registers every model class: a classifier's .keras)
-    from albert_tf.checkpoints import load_tf1_checkpoint, save_tf1_checkpoint
-
-    if bool(FLAGS.tf1_checkpoint) == bool(FLAGS.keras_model):
-        raise app.UsageError("give exactly one of --tf1_checkpoint or --keras_model")
-    if not FLAGS.output:
-        raise app.UsageError("--output is required")
-    if FLAGS.tf1_checkpoint:
-        if not FLAGS.albert_config_file:
-            raise app.UsageError("--tf1_checkpoint needs --albert_config_file")
-        if not FLAGS.output.endswith(".keras"):
-            raise app.UsageError(f"--output must end in .keras, got {FLAGS.output}")
-        model = load_tf1_checkpoint(FLAGS.tf1_checkpoint, FLAGS.albert_config_file)
-        with atomic_path(FLAGS.output, suffix=".keras") as staging:
-            model.save(staging)
-        logging.info("wrote %s (%d parameters)", FLAGS.output, model.count_params())
-    else:
-        model = keras.saving.load_model(FLAGS.keras_model)
-        prefix = save_tf1_checkpoint(model, FLAGS.output)
-        model.config.to_json_file(os.path.join(os.path.dirname(prefix), "albert_config.json"))
-        logging.info("wrote TF1 checkpoint %s and albert_config.json beside it", prefix)
+    sources = [FLAGS.tf1_checkpoint, FLAGS.keras_model, FLAGS.hf_model]
+    if sum(map(bool, sources)) != 1:
+        raise app.UsageError("give exactly one of --tf1_checkpoint, --keras_model or --hf_model")
+    if bool(FLAGS.output) == bool(FLAGS.output_hf):
+        raise app.UsageError("give exactly one of --output or --output_hf")
+    if FLAGS.tf1_checkpoint and not FLAGS.albert_config_file:
+        raise app.UsageError("--tf1_checkpoint needs --albert_config_file")
+    if FLAGS.tf1_checkpoint and FLAGS.output and not FLAGS.output.endswith(".keras"):
+        raise app.UsageError(f"--output must end in .keras, got {FLAGS.output}")
+    for name in ("spm_model_file", "label_names"):
+        if FLAGS[name].value and not FLAGS.output_hf:
+            raise app.UsageError(f"--{name} goes with --output_hf")
+    _cli.exit_on_bad_input(_convert)
 
 
 if __name__ == "__main__":

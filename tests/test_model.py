@@ -168,6 +168,27 @@ def test_gelu_is_the_tanh_approximation():
     assert_close_to_scale(gelu_approximate(x), tanh_form, FEW_OPS)
 
 
+@pytest.mark.numerics
+def test_gelu_erf_is_the_exact_form_and_survives_a_keras_file(tmp_path):
+    from albert_tf.modeling.layers import gelu_approximate, gelu_erf
+
+    x = np.linspace(-4, 4, 41).astype(np.float32)
+    erf_form = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.astype(np.float64)])
+    assert_close_to_scale(gelu_erf(x), erf_form, FEW_OPS)
+    # The two forms differ by up to ~1e-3 near |x| = 2: far above the tolerance.
+    assert np.max(np.abs(np.asarray(gelu_approximate(x)) - erf_form)) > 100 * FEW_OPS
+    model = AlbertModel(AlbertConfig(**MICRO, hidden_act="gelu_erf"))
+    ffn = model.get_layer(encoder_routing(model.config)[0][1])
+    assert ffn.intermediate_dense.activation is gelu_erf
+    inputs = model_inputs(model.config)
+    model.save(tmp_path / "erf.keras")
+    reloaded = keras.saving.load_model(tmp_path / "erf.keras")
+    assert reloaded.config.hidden_act == "gelu_erf"
+    assert_close_to_scale(
+        reloaded(inputs)["sequence_output"], model(inputs)["sequence_output"], SAME_MODEL
+    )
+
+
 def test_dropout_only_in_training():
     config = AlbertConfig(**TINY, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     model = AlbertModel(config)

@@ -25,7 +25,8 @@ def initializer(config: AlbertConfig) -> keras.initializers.Initializer:
 
 
 def activation(name: str | None):
-    """The original `get_activation`: its "gelu" is the tanh approximation (HF's `gelu_new`)."""
+    """The original `get_activation`: its "gelu" is the tanh approximation (HF's `gelu_new`);
+    "gelu_erf" is the exact form (transformers' plain `gelu`)."""
     if name == "gelu":
         return "gelu_approximate"
     return name
@@ -37,12 +38,22 @@ def gelu_approximate(x):
     return keras.activations.gelu(x, approximate=True)
 
 
+@keras.saving.register_keras_serializable(package="albert_tf")
+def gelu_erf(x):
+    """0.5x(1 + erf(x / sqrt(2))), the exact GELU: what a transformers config calls `gelu`."""
+    return keras.activations.gelu(x, approximate=False)
+
+
+# Activations given as functions (Keras's own names would pick another form or none).
+_ACTIVATION_FUNCTIONS = {"gelu_approximate": gelu_approximate, "gelu_erf": gelu_erf}
+
+
 def _layer_norm(name: str) -> AlbertLayerNorm:
     return AlbertLayerNorm(epsilon=LAYER_NORM_EPSILON, name=name)
 
 
 def _dense(units: int, config: AlbertConfig, name: str, act: str | None = None):
-    act = gelu_approximate if activation(act) == "gelu_approximate" else act
+    act = _ACTIVATION_FUNCTIONS.get(activation(act), act)
     return keras.layers.Dense(
         units, activation=act, kernel_initializer=initializer(config), name=name
     )
