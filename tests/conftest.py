@@ -1,4 +1,5 @@
-"""Shared test setup: quiet TF, fixture paths, and a clean Keras dtype policy for every test."""
+"""Shared test setup: quiet TF and fixture paths. (No test sets Keras's global dtype policy: models
+take their precision as `dtype=`.)"""
 
 import os
 
@@ -6,20 +7,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pathlib
 
-import keras
 import pytest
 from absl import logging as absl_logging
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 ORIGINAL_CHECKPOINTS = FIXTURES / "original_checkpoints"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(autouse=True)
-def _restore_dtype_policy():
-    policy = keras.config.dtype_policy()
-    yield
-    keras.config.set_dtype_policy(policy)
 
 
 @pytest.fixture(autouse=True)

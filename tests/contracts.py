@@ -1,14 +1,17 @@
 """The contract every model kind keeps, checked by one call per model (as keras-hub's `run_*_test`).
 
-`run_model_contract_test(cls, init_kwargs, input_data, expected_tf1_names=...)` builds
-`cls(**init_kwargs)` and checks, in order:
+`run_model_contract_test(cls, init_kwargs, input_data, expected_tf1_names=..., train_batch=...)`
+builds `cls(**init_kwargs)` and checks, in order:
 
 1. config: `get_config` echoes every constructor argument (the `AlbertConfig` as a dict), survives
    JSON, and `cls.from_config` rebuilds an equal config with the same variable paths;
 2. `.keras`: save and `load_model(safe_mode=True)` give the same class, config, variable paths,
    weights and outputs;
-3. mixed precision: under "mixed_float16" the model builds and runs, its outputs are finite and its
-   variables stay float32 (the global policy is restored, whatever happens);
+3. mixed precision: built with `dtype="mixed_float16"` the model runs, its outputs are finite and
+   its variables stay float32; built with `dtype="mixed_bfloat16"` every layer computes in
+   bfloat16 (but the input layers and the `float32_layers` kept in float32 on purpose), and `fit`
+   trains it one step on `train_batch` (an (x, y) batch) with float32 variables that move and a
+   finite loss. Keras's global dtype policy is never touched;
 4. TF1 names: every variable has its own original name, a saved TF1 checkpoint holds exactly
    `expected_tf1_names`, and loading it into a fresh model reproduces the weights and outputs.
 
@@ -38,6 +41,7 @@ from albert_tf.config import AlbertConfig
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
 
 MIXED_POLICY = "mixed_float16"
+BFLOAT16_POLICY = "mixed_bfloat16"
 
 
 def run_model_contract_test(
@@ -46,13 +50,19 @@ def run_model_contract_test(
     input_data: Mapping[str, np.ndarray],
     *,
     expected_tf1_names: Iterable[str],
+    train_batch: tuple,
     tf1_loader: Callable[[keras.Model, str], object] = assign_tf1_checkpoint,
     expected_output_shapes: Mapping[str, tuple] | None = None,
+    compile_kwargs: Mapping | None = None,
+    float32_layers: Iterable[str] = (),
 ) -> None:
     """Checks the whole contract of `cls(**init_kwargs)` (see the module docstring).
 
-    `tf1_loader(model, prefix)` is the library's loader of a TF1 checkpoint for this model kind.
-    Raises AssertionError naming the first broken check.
+    `tf1_loader(model, prefix)` is the library's loader of a TF1 checkpoint for this model kind;
+    `train_batch` the (features, labels) batch `fit` trains on, `compile_kwargs` what `compile`
+    takes besides the optimizer (default: the model's own loss); `float32_layers` the names of
+    layers that compute in float32 whatever the policy. Raises AssertionError naming the first
+    broken check.
     """
     model = cls(**init_kwargs)
     # The model rebuilt from its config is also the TF1 load's target: another instance.
@@ -66,6 +76,7 @@ def run_model_contract_test(
             model, input_data, os.path.join(directory, "model.keras"), outputs
         )
         check_mixed_precision(cls, init_kwargs, input_data)
+        check_bfloat16_training(cls, init_kwargs, train_batch, compile_kwargs, float32_layers)
         check_tf1_round_trip(
             model,
             rebuilt,
@@ -153,18 +164,49 @@ def check_keras_file_round_trip(model, input_data, path, expected_outputs=None) 
 
 
 def check_mixed_precision(cls, init_kwargs, input_data) -> None:
-    """Under "mixed_float16" the model runs to finite outputs and keeps float32 variables."""
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy(MIXED_POLICY)
-    try:
-        model = cls(**init_kwargs)
-        assert model.compute_dtype == "float16", f"computes in {model.compute_dtype}"
-        for key, value in model_outputs(model, input_data).items():
-            assert np.isfinite(value.astype(np.float32)).all(), f"{MIXED_POLICY}: {key} not finite"
-        wrong = {v.path: v.dtype for v in model.weights if v.dtype != "float32"}
-        assert not wrong, f"{MIXED_POLICY}: variables not float32: {wrong}"
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
+    """Built with `dtype="mixed_float16"` the model runs to finite outputs and keeps float32
+    variables."""
+    model = cls(**init_kwargs, dtype=MIXED_POLICY)
+    assert model.compute_dtype == "float16", f"computes in {model.compute_dtype}"
+    for key, value in model_outputs(model, input_data).items():
+        assert np.isfinite(value.astype(np.float32)).all(), f"{MIXED_POLICY}: {key} not finite"
+    assert_float32_variables(model, MIXED_POLICY)
+
+
+def assert_float32_variables(model, policy: str) -> None:
+    wrong = {v.path: v.dtype for v in model.weights if v.dtype != "float32"}
+    assert not wrong, f"{policy}: variables not float32: {wrong}"
+
+
+def check_bfloat16_training(
+    cls, init_kwargs, train_batch, compile_kwargs=None, float32_layers: Iterable[str] = ()
+) -> None:
+    """Built with `dtype="mixed_bfloat16"` every layer computes in bfloat16 (but input layers and
+    `float32_layers`), and one `fit` step on the (x, y) `train_batch` moves float32 variables
+    with a finite loss."""
+    model = cls(**init_kwargs, dtype=BFLOAT16_POLICY)
+    float32_layers = set(float32_layers)
+    layers = [
+        layer
+        for layer in model._flatten_layers(include_self=False)
+        if not isinstance(layer, keras.layers.InputLayer)
+    ]
+    assert float32_layers <= {layer.name for layer in layers}, "float32_layers not in the model"
+    wrong = {
+        layer.name: layer.compute_dtype
+        for layer in layers
+        if layer.compute_dtype != ("float32" if layer.name in float32_layers else "bfloat16")
+    }
+    assert not wrong, f"{BFLOAT16_POLICY}: layers computing in other dtypes: {wrong}"
+    assert_float32_variables(model, BFLOAT16_POLICY)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), jit_compile=False, **(compile_kwargs or {}))
+    before = [v.numpy() for v in model.trainable_variables]
+    history = model.fit(tf.data.Dataset.from_tensors(train_batch), verbose=0, shuffle=False)
+    assert np.isfinite(history.history["loss"][0]), f"{BFLOAT16_POLICY}: loss not finite"
+    assert int(model.optimizer.iterations.numpy()) == 1, "fit did not take one step"
+    moved = [not np.array_equal(b, v.numpy()) for b, v in zip(before, model.trainable_variables)]
+    assert any(moved), f"{BFLOAT16_POLICY}: one fit step moved no variable"
+    assert_float32_variables(model, BFLOAT16_POLICY)
 
 
 def tf1_names(model) -> dict[str, str]:

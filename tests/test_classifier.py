@@ -168,6 +168,7 @@ def test_keras_file_loads_in_safe_mode(tmp_path):
 def test_classifier_keeps_the_model_contract(head_kwargs):
     config = AlbertConfig(**MICRO)
     labels = head_kwargs["num_labels"]
+    regression = head_kwargs.get("regression", False)
     run_model_contract_test(
         AlbertClassifier,
         {"config": config, **head_kwargs},
@@ -175,6 +176,12 @@ def test_classifier_keeps_the_model_contract(head_kwargs):
         expected_tf1_names=original_tf1_names(config, "classifier"),
         tf1_loader=load_task_checkpoint,
         expected_output_shapes={"logits": (2, labels), "probabilities": (2, labels)},
+        train_batch=(
+            model_inputs(config),
+            np.array([0.5, 4.0], np.float32) if regression else np.array([2, 0], np.int32),
+        ),
+        # The softmax runs in float32; a regression's "probabilities" are its scores as they are.
+        float32_layers=() if regression else ("probabilities",),
     )
 
 
@@ -197,13 +204,13 @@ def test_head_dropout_is_fixed_at_0_1_and_only_in_training():
 
 
 @pytest.mark.parametrize("regression", [False, True])
-def test_fit_with_label_ids_in_the_features(regression):
+def test_fit_on_features_and_label_ids(regression):
     keras.utils.set_random_seed(0)
     config, inputs, _ = golden()
     model = AlbertClassifier(config, num_labels=1 if regression else 2, regression=regression)
     labels = np.array([0.5, 4.0], np.float32) if regression else np.array([0, 1], np.int32)
-    batch = tf.data.Dataset.from_tensors({**inputs, "label_ids": labels})
-    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    batch = tf.data.Dataset.from_tensors((inputs, labels))
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))  # the original's loss and accuracy
     logits = model(inputs)["logits"].numpy().astype(np.float64)
     if regression:  # the original's loss: mean squared error / mean softmax cross-entropy
         expected = np.mean((logits[:, 0] - labels) ** 2)

@@ -11,6 +11,7 @@ from albert_tf import AlbertConfig, AlbertModel
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.modeling.model import BACKBONE_INPUTS, ConfiguredModel
 from tests.contracts import (
+    check_bfloat16_training,
     check_keras_file_round_trip,
     check_mixed_precision,
     check_tf1_names,
@@ -24,6 +25,7 @@ from tests.model_configs import MICRO
 CHECKPOINTS = pathlib.Path(__file__).parent / "fixtures" / "original_checkpoints"
 CONFIG = AlbertConfig(**MICRO)
 INPUTS = model_inputs(CONFIG)
+LABELS = np.array([1, 0], np.int32)
 
 
 class _DropsAConfigField(AlbertModel):
@@ -112,7 +114,11 @@ def test_the_helper_fails_on_a_broken_config(cls, init_kwargs, message):
     head = "classifier" if issubclass(cls, AlbertClassifier) else None
     with pytest.raises(AssertionError, match=message):
         run_model_contract_test(
-            cls, init_kwargs, INPUTS, expected_tf1_names=original_tf1_names(config, head)
+            cls,
+            init_kwargs,
+            INPUTS,
+            expected_tf1_names=original_tf1_names(config, head),
+            train_batch=(INPUTS, LABELS),
         )
 
 
@@ -131,10 +137,38 @@ def test_keras_file_check_fails_on_state_outside_the_variables(tmp_path):
     ],
     ids=["float16-overflow", "float16-variable"],
 )
-def test_mixed_precision_check_fails_and_restores_the_policy(cls, message):
+def test_mixed_precision_check_fails_and_leaves_the_global_policy(cls, message):
     with pytest.raises(AssertionError, match=message):
         check_mixed_precision(cls, {"config": CONFIG}, INPUTS)
     assert keras.config.dtype_policy().name == "float32"
+
+
+class _PoolerInFloat32(AlbertModel):
+    """Sets one layer's policy on its own: that layer ignores the model's dtype."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.get_layer("pooler").dtype_policy = "float32"
+
+
+class _Frozen(AlbertClassifier):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.trainable = False
+
+
+@pytest.mark.filterwarnings("ignore:The model does not have any trainable weights")
+def test_bfloat16_check_fails_on_a_float32_layer_and_on_a_model_that_does_not_train():
+    with pytest.raises(AssertionError, match=r"other dtypes: \{'pooler': 'float32'\}"):
+        check_bfloat16_training(_PoolerInFloat32, {"config": CONFIG}, (INPUTS,))
+    with pytest.raises(AssertionError, match="float32_layers not in the model"):
+        check_bfloat16_training(
+            AlbertClassifier, {"config": CONFIG}, (INPUTS, LABELS), float32_layers=("softmax",)
+        )
+    with pytest.raises(AssertionError, match="fit did not take one step"):
+        check_bfloat16_training(
+            _Frozen, {"config": CONFIG}, (INPUTS, LABELS), float32_layers=("probabilities",)
+        )
 
 
 def test_tf1_checks_fail_on_bad_names_and_on_a_loader_that_loads_nothing(tmp_path):

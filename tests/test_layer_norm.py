@@ -61,8 +61,7 @@ def test_only_the_last_axis_is_supported():
 @pytest.mark.half_precision
 def test_every_layer_norm_of_the_model_trains_through_it_and_mixed_precision_works(monkeypatch):
     calls = count_calls(monkeypatch, layer_norm, "layer_norm_with_gradient")
-    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
-    model = AlbertPretrainer(AlbertConfig(**TINY))
+    model = AlbertPretrainer(AlbertConfig(**TINY), dtype="mixed_bfloat16")
     features = {k: tf.constant(v) for k, v in pretraining_batch(model.config).items()}
     outputs, grads = gradient_step(model)(features)
     # Embeddings, the MLM head, and attention + FFN of each (shared) layer.

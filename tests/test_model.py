@@ -208,12 +208,16 @@ def test_dropout_only_in_training():
 @pytest.mark.numerics
 def test_backbone_keeps_the_model_contract():
     config = AlbertConfig(**MICRO)
+    inputs = model_inputs(config)
     run_model_contract_test(
         AlbertModel,
         {"config": config},
-        model_inputs(config),
+        inputs,
         expected_tf1_names=original_tf1_names(config),
         expected_output_shapes={"sequence_output": (2, 8, 16), "pooled_output": (2, 16)},
+        # The backbone has no loss of its own: any Keras loss on an output trains it.
+        train_batch=(inputs, {"pooled_output": np.full((2, 16), 0.5, np.float32)}),
+        compile_kwargs={"loss": {"pooled_output": keras.losses.MeanSquaredError()}},
     )
 
 
@@ -231,14 +235,15 @@ def test_pretrainer_keeps_the_model_contract():
             "mlm_logits": (2, 3, 50),
             "sop_logits": (2, 2),
         },
+        # Its labels are features of the pretraining records, as in the original: x alone.
+        train_batch=(pretraining_batch(config),),
     )
 
 
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision(policy):
-    keras.config.set_dtype_policy(policy)
     config = AlbertConfig(**TINY)
-    model = AlbertPretrainer(config)
+    model = AlbertPretrainer(config, dtype=policy)
     outputs = model(pretraining_batch(config))
     assert all(v.dtype == "float32" for v in model.weights)
     assert outputs["sequence_output"].dtype == policy.split("_")[1]

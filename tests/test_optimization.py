@@ -276,20 +276,17 @@ def test_exclusion_regexes_on_original_names():
 
 def tiny_model(seed=0, dtype_policy="float32"):
     keras.utils.set_random_seed(seed)
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(dtype_policy)
-    try:
-        return keras.Sequential(
-            [
-                keras.Input((6,)),
-                keras.layers.Dense(16, name="dense"),
-                keras.layers.LayerNormalization(name="LayerNorm"),
-                keras.layers.Dense(3, name="output"),
-            ],
-            name="tiny",
-        )
-    finally:
-        keras.config.set_dtype_policy(previous)
+    model = keras.Sequential(
+        [
+            keras.Input((6,)),
+            keras.layers.Dense(16, dtype=dtype_policy, name="dense"),
+            keras.layers.LayerNormalization(dtype=dtype_policy, name="LayerNorm"),
+            keras.layers.Dense(3, dtype=dtype_policy, name="output"),
+        ],
+        name="tiny",
+    )
+    model.dtype_policy = dtype_policy  # `compile` adds loss scaling under "mixed_float16"
+    return model
 
 
 def tiny_data(target_scale=50.0):

@@ -71,7 +71,8 @@ def test_reproduces_the_original_logits_and_loss():
     per_example_loss = -log_probs[np.arange(9), batch["label_ids"]]
     assert_close_to_scale(per_example_loss, expected["per_example_loss"], GOLDEN)
     assert_close_to_scale(np.exp(log_probs), outputs["probabilities"], GOLDEN)
-    loss = model.compute_loss(x=batch, y_pred=outputs)
+    model.compile()  # the original's loss
+    loss = model.compute_loss(x=batch, y=batch["label_ids"], y_pred=outputs)
     assert_close_to_scale(loss, expected["loss"], GOLDEN)
 
 
@@ -87,6 +88,8 @@ def test_keeps_the_model_contract():
         expected_tf1_names=original_tf1_names(cfg, "classifier"),  # top-level output_*
         tf1_loader=load_task_checkpoint,
         expected_output_shapes={"logits": (2, 4), "probabilities": (2, 4)},
+        train_batch=(inputs, np.array([1, 3], np.int32)),
+        float32_layers=("probabilities",),
     )
 
 
@@ -131,7 +134,9 @@ def test_dropout_is_configurable_and_only_in_training():
 def test_fit_reports_loss_and_accuracy():
     keras.utils.set_random_seed(0)
     model = loaded(dropout_prob=0.0)
-    batches = tf.data.Dataset.from_tensor_slices(dev_features()).batch(9)
+    batch = dev_features()
+    inputs = {k: batch[k] for k in INPUTS}
+    batches = tf.data.Dataset.from_tensor_slices((inputs, batch["label_ids"])).batch(9)
     model.compile(optimizer=keras.optimizers.Adam(1e-2))
     history = model.fit(batches, epochs=5, shuffle=False, verbose=0).history
     assert_close_to_scale(history["loss"][0], np.load(TINY / "expected.npz")["loss"], GOLDEN)

@@ -66,6 +66,11 @@ def features(split: str) -> dict[str, np.ndarray]:
     return arrays
 
 
+def labels(batch) -> dict[str, np.ndarray]:
+    """The training labels of a `features("train")` batch, as `fit` takes them (y)."""
+    return {k: batch[k] for k in ("start_positions", "end_positions", "is_impossible")}
+
+
 def config() -> AlbertConfig:
     return AlbertConfig.from_json_file(V1 / "albert_config.json")
 
@@ -103,7 +108,8 @@ def test_v1_loss_is_the_mean_of_start_and_end_cross_entropy():
     model = loaded(AlbertSquadV1, V1)
     batch = features("train")
     outputs = model(batch)
-    loss = model.compute_loss(x=batch, y_pred=outputs)
+    model.compile()  # the original's loss
+    loss = model.compute_loss(x=batch, y=labels(batch), y_pred=outputs)
 
     def cross_entropy(logits, positions):
         logits = logits.numpy().astype(np.float64)
@@ -114,7 +120,7 @@ def test_v1_loss_is_the_mean_of_start_and_end_cross_entropy():
     end = cross_entropy(outputs["end_logits"], batch["end_positions"])
     assert_close_to_scale(loss, (start + end) / 2, FEW_OPS)
     with pytest.raises(ValueError, match="end_positions"):
-        model.compute_loss(x={"start_positions": batch["start_positions"]}, y_pred=outputs)
+        model.compute_loss(y={"start_positions": batch["start_positions"]}, y_pred=outputs)
 
 
 def test_v2_reproduces_the_original_inference_beam():
@@ -159,7 +165,8 @@ def test_v2_loss_is_the_originals():
     expected = np.load(V2 / "expected.npz")
     batch = features("train")
     model = loaded(AlbertSquadV2, V2, dropout_prob=0.0)
-    loss = float(model.compute_loss(x=batch, y_pred=model(batch)))
+    model.compile()  # the original's loss
+    loss = float(model.compute_loss(x=batch, y=labels(batch), y_pred=model(batch)))
     rows = np.arange(39)
     start = -expected["train_start_log_probs"][rows, batch["start_positions"]].astype(np.float64)
     end = -expected["train_end_log_probs"][rows, batch["end_positions"]].astype(np.float64)
@@ -168,7 +175,8 @@ def test_v2_loss_is_the_originals():
     golden = (start.mean() + end.mean()) / 2 + 0.5 * answer_class.mean()
     assert_close_to_scale(loss, golden, GOLDEN)
     with pytest.raises(ValueError, match="teacher-forced"):
-        model.compute_loss(x=batch, y_pred=model({k: batch[k] for k in (*BACKBONE, "p_mask")}))
+        inference = model({k: batch[k] for k in (*BACKBONE, "p_mask")})
+        model.compute_loss(x=batch, y=labels(batch), y_pred=inference)
 
 
 def test_v2_answer_class_dropout_acts_only_in_training():
@@ -188,6 +196,15 @@ def micro_v2_inputs(cfg):
     return {**inputs, "p_mask": p_mask.astype(np.int32)}
 
 
+MICRO_LABELS = {
+    "start_positions": np.array([3, 0], np.int32),
+    "end_positions": np.array([5, 0], np.int32),
+    "is_impossible": np.array([0, 1], np.int32),
+}
+
+
+# One fit step: the span heads read the sequence output only, so the pooler gets no gradient.
+@pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarning")
 def test_v1_keeps_the_model_contract():
     cfg = AlbertConfig(**MICRO)
     run_model_contract_test(
@@ -198,9 +215,11 @@ def test_v1_keeps_the_model_contract():
         | {"cls/squad/output_weights", "cls/squad/output_bias"},
         tf1_loader=load_task_checkpoint,
         expected_output_shapes={"start_logits": (2, 8), "end_logits": (2, 8)},
+        train_batch=(model_inputs(cfg), MICRO_LABELS),
     )
 
 
+@pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarning")
 def test_v2_keeps_the_model_contract():
     cfg = AlbertConfig(**MICRO)
     run_model_contract_test(
@@ -209,6 +228,11 @@ def test_v2_keeps_the_model_contract():
         micro_v2_inputs(cfg),
         expected_tf1_names=original_tf1_names(cfg) | V2_HEAD,
         tf1_loader=load_task_checkpoint,
+        # Teacher forcing: the gold starts are features too.
+        train_batch=(
+            {**micro_v2_inputs(cfg), "start_positions": MICRO_LABELS["start_positions"]},
+            MICRO_LABELS,
+        ),
         expected_output_shapes={
             "start_top_log_probs": (2, 3),
             "start_top_index": (2, 3),
@@ -288,7 +312,9 @@ def test_v2_fits_the_training_features():
     # One graph-mode training run: the teacher-forced branch is chosen while tracing `fit`.
     keras.utils.set_random_seed(0)
     model = loaded(AlbertSquadV2, V2)
-    batches = tf.data.Dataset.from_tensor_slices(features("train")).batch(13)
+    batch = features("train")
+    inputs = {k: batch[k] for k in (*BACKBONE, "p_mask", "start_positions")}
+    batches = tf.data.Dataset.from_tensor_slices((inputs, labels(batch))).batch(13)
     model.compile(optimizer=keras.optimizers.Adam(1e-3))
     losses = model.fit(batches, epochs=4, shuffle=False, verbose=0).history["loss"]
     assert losses[-1] < losses[0]

@@ -48,19 +48,23 @@ def gelu_erf(x):
 _ACTIVATION_FUNCTIONS = {"gelu_approximate": gelu_approximate, "gelu_erf": gelu_erf}
 
 
-def _layer_norm(name: str) -> AlbertLayerNorm:
-    return AlbertLayerNorm(epsilon=LAYER_NORM_EPSILON, name=name)
+def _layer_norm(name: str, dtype=None) -> AlbertLayerNorm:
+    return AlbertLayerNorm(epsilon=LAYER_NORM_EPSILON, dtype=dtype, name=name)
 
 
-def _dense(units: int, config: AlbertConfig, name: str, act: str | None = None):
+def _dense(units: int, config: AlbertConfig, name: str, act: str | None = None, dtype=None):
     act = _ACTIVATION_FUNCTIONS.get(activation(act), act)
     return keras.layers.Dense(
-        units, activation=act, kernel_initializer=initializer(config), name=name
+        units, activation=act, kernel_initializer=initializer(config), dtype=dtype, name=name
     )
 
 
 class ConfigLayer(keras.layers.Layer):
-    """A layer built from an `AlbertConfig`, which it serialises for `.keras` files."""
+    """A layer built from an `AlbertConfig`, which it serialises for `.keras` files.
+
+    Its sublayers take its dtype policy (`dtype=self.dtype_policy`): a model's precision is the
+    `dtype` it passes to its layers, never Keras's global policy.
+    """
 
     def __init__(self, config: AlbertConfig, **kwargs):
         super().__init__(**kwargs)
@@ -81,8 +85,8 @@ class AlbertEmbeddings(ConfigLayer):
 
     def __init__(self, config: AlbertConfig, **kwargs):
         super().__init__(config, **kwargs)
-        self.layer_norm = _layer_norm("LayerNorm")
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.layer_norm = _layer_norm("LayerNorm", self.dtype_policy)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         c = self.config
@@ -119,14 +123,14 @@ class AlbertAttention(ConfigLayer):
 
     def __init__(self, config: AlbertConfig, **kwargs):
         super().__init__(config, **kwargs)
-        h = config.hidden_size
-        self.query = _dense(h, config, "query")
-        self.key = _dense(h, config, "key")
-        self.value = _dense(h, config, "value")
-        self.output_dense = _dense(h, config, "output_dense")
-        self.layer_norm = _layer_norm("LayerNorm")
-        self.probs_dropout = keras.layers.Dropout(config.attention_probs_dropout_prob)
-        self.output_dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        h, dtype = config.hidden_size, self.dtype_policy
+        self.query = _dense(h, config, "query", dtype=dtype)
+        self.key = _dense(h, config, "key", dtype=dtype)
+        self.value = _dense(h, config, "value", dtype=dtype)
+        self.output_dense = _dense(h, config, "output_dense", dtype=dtype)
+        self.layer_norm = _layer_norm("LayerNorm", dtype)
+        self.probs_dropout = keras.layers.Dropout(config.attention_probs_dropout_prob, dtype=dtype)
+        self.output_dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=dtype)
         # Added to the scores of padded keys. Not serialised: only a full-integer TFLite export
         # lowers it (to keep the resolution of quantized scores) while it traces its model.
         self.mask_adder = MASK_ADDER
@@ -175,12 +179,13 @@ class AlbertFeedForward(ConfigLayer):
 
     def __init__(self, config: AlbertConfig, **kwargs):
         super().__init__(config, **kwargs)
+        dtype = self.dtype_policy
         self.intermediate_dense = _dense(
-            config.intermediate_size, config, "intermediate_dense", act=config.hidden_act
+            config.intermediate_size, config, "intermediate_dense", config.hidden_act, dtype
         )
-        self.output_dense = _dense(config.hidden_size, config, "output_dense")
-        self.layer_norm = _layer_norm("LayerNorm")
-        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob)
+        self.output_dense = _dense(config.hidden_size, config, "output_dense", dtype=dtype)
+        self.layer_norm = _layer_norm("LayerNorm", dtype)
+        self.dropout = keras.layers.Dropout(config.hidden_dropout_prob, dtype=dtype)
 
     def build(self, input_shape):
         self.intermediate_dense.build(input_shape)
@@ -217,8 +222,10 @@ class AlbertMaskedLMHead(ConfigLayer):
     def __init__(self, config: AlbertConfig, embeddings: AlbertEmbeddings, **kwargs):
         super().__init__(config, **kwargs)
         self.embeddings = embeddings
-        self.dense = _dense(config.embedding_size, config, "dense", act=config.hidden_act)
-        self.layer_norm = _layer_norm("LayerNorm")
+        self.dense = _dense(
+            config.embedding_size, config, "dense", config.hidden_act, self.dtype_policy
+        )
+        self.layer_norm = _layer_norm("LayerNorm", self.dtype_policy)
 
     def build(self, sequence_output_shape, masked_lm_positions_shape=None):
         self.dense.build((None, self.config.hidden_size))

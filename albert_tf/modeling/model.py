@@ -23,6 +23,25 @@ def _as_config(config) -> AlbertConfig:
     return config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
 
 
+def resolve_backbone(config, backbone, dtype) -> AlbertModel:
+    """The backbone a model is built on: `backbone` itself (its config and dtype policy must agree
+    with `config` and `dtype` when those are given), else a new `AlbertModel(config, dtype)`."""
+    if backbone is None:
+        if config is None:
+            raise ValueError("give the backbone's config or the backbone (an AlbertModel)")
+        return AlbertModel(config, dtype=dtype)
+    if not isinstance(backbone, AlbertModel):
+        raise ValueError(f"backbone must be an AlbertModel, got {type(backbone).__name__}")
+    if config is not None and _as_config(config) != backbone.config:
+        raise ValueError("config differs from the backbone's config: give one of them")
+    if dtype is not None and keras.dtype_policies.get(dtype).name != backbone.dtype_policy.name:
+        raise ValueError(
+            f"dtype {keras.dtype_policies.get(dtype).name!r} differs from the backbone's "
+            f"{backbone.dtype_policy.name!r}: build the backbone with that dtype"
+        )
+    return backbone
+
+
 def encoder_routing(config: AlbertConfig) -> list[tuple[str, str]]:
     """(attention layer name, FFN layer name) for each of the L x inner_group_num blocks, in order.
 
@@ -48,11 +67,20 @@ def encoder_routing(config: AlbertConfig) -> list[tuple[str, str]]:
 class ConfiguredModel(keras.Model):
     """A functional model built from an `AlbertConfig` (`self.config`), which its config echoes.
 
-    Subclasses add their own constructor arguments to `get_config` via `extra_config()`.
+    Subclasses add their own constructor arguments to `get_config` via `extra_config()`. How a
+    model is built and run is not in its config: a `backbone` passed in is rebuilt from the
+    `AlbertConfig`, and the `dtype` policy (the compute precision) is left out, so a `.keras`
+    file reloads in Keras's default policy (float32) whatever precision it was trained in.
     """
 
     def extra_config(self) -> dict:
         return {}
+
+    def _use_dtype_policy(self, policy) -> None:
+        # Functional models take no `dtype` argument: set the policy the layers were given (it
+        # decides, for one, whether `compile` wraps the optimizer in loss scaling).
+        if policy is not None:
+            self.dtype_policy = policy
 
     def get_config(self):
         return {
@@ -67,11 +95,13 @@ class ConfiguredModel(keras.Model):
         config = dict(config)
         return cls(AlbertConfig.from_dict(config.pop("albert_config")), **config)
 
-    # --- Workarounds for Keras 3.15 `fit` under MultiWorkerMirroredStrategy (TF backend) ---
+    # --- Workarounds for Keras 3.15 `fit` under a tf.distribute strategy (TF backend) ---
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        # Keras takes one batch and all-reduces it, only to trace shapes for whatever is unbuilt.
-        # A functional model compiled without losses/metrics has nothing unbuilt, and that reduce
-        # of a dict batch fails under MultiWorkerMirroredStrategy (and wastes a batch).
+        # Keras takes one batch out of the training iterator and all-reduces it, only to trace
+        # shapes for whatever is unbuilt: the batch is lost to training (the run reads on one
+        # batch later than a resume expects), and that reduce of a dict batch fails under
+        # MultiWorkerMirroredStrategy. Our models build at construction and keep their losses
+        # and metrics out of Keras's compiled ones, so nothing is unbuilt: skip it.
         nothing_to_build = self.built and all(
             part is None or part.built
             for part in (self._compile_metrics, self._compile_loss, self.optimizer)
@@ -94,24 +124,36 @@ class AlbertModel(ConfiguredModel):
 
     Inputs (int32 [B, T], the original names): `input_ids`, `input_mask` (1 = real token),
     `segment_ids`. Outputs: `sequence_output` [B, T, H], `pooled_output` [B, H].
+
+    Args:
+        config: the `AlbertConfig` (or its dict).
+        dtype: the Keras dtype policy of every layer, e.g. "mixed_bfloat16" (None: Keras's
+            global policy, float32 unless changed); variables stay float32.
+        name: the model's name.
+
+    Example:
+        >>> backbone = AlbertModel(AlbertConfig.from_preset("base"), dtype="mixed_bfloat16")
+        >>> backbone({"input_ids": ids, "input_mask": mask, "segment_ids": segments})
     """
 
-    def __init__(self, config: AlbertConfig | dict, name: str = "albert", **kwargs):
+    def __init__(self, config: AlbertConfig | dict, dtype=None, name: str = "albert", **kwargs):
         config = _as_config(config)
         # === Layers ===
-        embeddings = AlbertEmbeddings(config, name="embeddings")
+        embeddings = AlbertEmbeddings(config, dtype=dtype, name="embeddings")
         # The original creates the E->H mapping only when the widths differ.
         mapping = (
-            _dense(config.hidden_size, config, "embedding_hidden_mapping_in")
+            _dense(config.hidden_size, config, "embedding_hidden_mapping_in", dtype=dtype)
             if config.embedding_size != config.hidden_size
             else None
         )
         routing = encoder_routing(config)
         blocks = {}
         for attention_name, ffn_name in routing:
-            blocks.setdefault(attention_name, AlbertAttention(config, name=attention_name))
-            blocks.setdefault(ffn_name, AlbertFeedForward(config, name=ffn_name))
-        pooler = _dense(config.hidden_size, config, "pooler", act="tanh")
+            blocks.setdefault(
+                attention_name, AlbertAttention(config, dtype=dtype, name=attention_name)
+            )
+            blocks.setdefault(ffn_name, AlbertFeedForward(config, dtype=dtype, name=ffn_name))
+        pooler = _dense(config.hidden_size, config, "pooler", act="tanh", dtype=dtype)
 
         # === Functional model ===
         inputs = {
@@ -132,6 +174,7 @@ class AlbertModel(ConfiguredModel):
         )
 
         # === Config ===
+        self._use_dtype_policy(dtype)
         self.config = config
         self.embeddings = embeddings
 
@@ -169,15 +212,36 @@ class AlbertPretrainer(ConfiguredModel):
     Called on a dict with `input_ids, input_mask, segment_ids, masked_lm_positions` it returns
     `sequence_output`, `pooled_output`, `mlm_logits` [B, P, V] and `sop_logits` [B, 2]. Trained with
     `fit(dataset)` where each element is the feature dict of a pretraining TFRecord: the labels
-    (`masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`) are read from it.
+    (`masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`) are read from it, as the
+    original's one feature dict; the MLM loss is normalised over the global batch, which a
+    per-replica Keras `Loss` cannot do.
+
+    Args:
+        config: the backbone's `AlbertConfig` (or its dict); None when `backbone` is given.
+        backbone: an `AlbertModel` to train (None: a new one from `config`).
+        dtype: the Keras dtype policy of every layer (None: the backbone's, or Keras's global
+            policy for a new backbone).
+        name: the model's name.
+
+    Example:
+        >>> pretrainer = AlbertPretrainer(config, dtype="mixed_bfloat16")
+        >>> pretrainer.compile(optimizer=create_optimizer(1e-3, 1000, 100))
     """
 
-    def __init__(self, config: AlbertConfig | dict, name: str = "albert_pretrainer", **kwargs):
-        config = _as_config(config)
+    def __init__(
+        self,
+        config: AlbertConfig | dict | None = None,
+        *,
+        backbone: AlbertModel | None = None,
+        dtype=None,
+        name: str = "albert_pretrainer",
+        **kwargs,
+    ):
         # === Layers ===
-        backbone = AlbertModel(config)
-        mlm_head = AlbertMaskedLMHead(config, backbone.embeddings, name="predictions")
-        sop_head = AlbertSentenceOrderHead(config, name="seq_relationship")
+        backbone = resolve_backbone(config, backbone, dtype)
+        config, dtype = backbone.config, backbone.dtype_policy
+        mlm_head = AlbertMaskedLMHead(config, backbone.embeddings, dtype=dtype, name="predictions")
+        sop_head = AlbertSentenceOrderHead(config, dtype=dtype, name="seq_relationship")
 
         # === Functional model ===
         inputs = {
@@ -190,6 +254,7 @@ class AlbertPretrainer(ConfiguredModel):
         super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
 
         # === Config ===
+        self._use_dtype_policy(dtype)
         self.config = config
         self.backbone = backbone
         self.metric_trackers = {

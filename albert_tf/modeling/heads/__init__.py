@@ -4,6 +4,7 @@ and v2.0 span heads (`run_squad_v1.py`, `run_squad_v2.py`) and the RACE multiple
 # Imported for their side effect: each registers its Keras classes.
 from albert_tf.modeling.heads import (  # noqa: F401
     classifier,
+    losses,
     multiple_choice,
     squad_v1,
     squad_v2,

@@ -9,14 +9,13 @@ checkpoints stage reads and writes them (`albert_tf.checkpoints.task_heads`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import keras
 from keras import ops
-from keras.src.losses.loss import scale_loss_for_distribution
 
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel, ConfiguredModel
+from albert_tf.modeling.heads.losses import LogitsAccuracy, SoftmaxCrossEntropy, SquaredError
+from albert_tf.modeling.heads.task import AlbertTask, task_inputs
+from albert_tf.modeling.model import AlbertModel, resolve_backbone
 
 HEAD_NAME = "classifier"
 HEAD_DROPOUT = 0.1  # hard-coded in the original, independent of the config's dropout
@@ -34,7 +33,7 @@ class AlbertClassifierHead(keras.layers.Layer):
         self.num_labels = int(num_labels)
         self.dropout_rate = float(dropout_rate)
         self.seed = seed
-        self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed, dtype=self.dtype_policy)
 
     def build(self, pooled_shape):
         self.output_weights = self.add_weight(
@@ -64,14 +63,26 @@ class AlbertClassifierHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertClassifier(ConfiguredModel):
+class AlbertClassifier(AlbertTask):
     """ALBERT backbone + the original classification (or STS-B regression) head.
 
     Inputs: int32 [B, T] `input_ids`, `input_mask`, `segment_ids`. Outputs: `logits` and
     `probabilities`, both float32 [B, num_labels]; for `regression=True` (num_labels 1) the
     "probabilities" are the raw scores, as the original's exported `probabilities` were for STS-B.
-    `fit` takes feature dicts with `label_ids` (int; float for regression), or (x, y):
-    loss = mean softmax cross-entropy, or mean squared error for regression.
+    `fit` takes (features, label ids) batches (float scores for regression); the original's loss:
+    mean softmax cross-entropy (`SoftmaxCrossEntropy`), or mean squared error (`SquaredError`).
+
+    Args:
+        config: the backbone's `AlbertConfig` (or its dict); None when `backbone` is given.
+        num_labels: the classes (1 for regression).
+        regression: a score instead of classes (STS-B).
+        seed: seed of the head's initializer and dropout (None: random).
+        backbone, dtype, name: as every `AlbertTask` takes them.
+
+    Example:
+        >>> model = AlbertClassifier(config, num_labels=3, dtype="mixed_bfloat16")
+        >>> model.compile(optimizer=create_optimizer(3e-5, 1000, 100))
+        >>> model.fit(dataset_of_features_and_label_ids)
     """
 
     # Original TF1 names of the head's variables (the backbone's come from the shared table):
@@ -80,88 +91,46 @@ class AlbertClassifier(ConfiguredModel):
 
     def __init__(
         self,
-        config: AlbertConfig | dict,
+        config: AlbertConfig | dict | None = None,
         num_labels: int = 2,
         regression: bool = False,
         seed: int | None = None,
+        *,
+        backbone: AlbertModel | None = None,
+        dtype=None,
         name: str = "albert_classifier",
         **kwargs,
     ):
-        config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
         num_labels = int(num_labels)  # a numpy integer would make `get_config` non-JSON
         if regression and num_labels != 1:
             raise ValueError(f"regression takes num_labels=1, got {num_labels}")
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         # === Layers ===
-        backbone = AlbertModel(config)
-        head = AlbertClassifierHead(num_labels, seed=seed, name=HEAD_NAME)
+        backbone = resolve_backbone(config, backbone, dtype)
+        head = AlbertClassifierHead(
+            num_labels, seed=seed, dtype=backbone.dtype_policy, name=HEAD_NAME
+        )
         to_probabilities = (
-            keras.layers.Identity(name="probabilities")
+            keras.layers.Identity(dtype=backbone.dtype_policy, name="probabilities")
             if regression
             else keras.layers.Softmax(name="probabilities", dtype="float32")
         )
 
         # === Functional model ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in BACKBONE_INPUTS
-        }
+        inputs = task_inputs()
         logits = head(backbone(inputs)["pooled_output"])
-        super().__init__(
-            inputs=inputs,
-            outputs={"logits": logits, "probabilities": to_probabilities(logits)},
-            name=name,
-            **kwargs,
-        )
+        outputs = {"logits": logits, "probabilities": to_probabilities(logits)}
+        super().__init__(inputs, outputs, backbone, head, name=name, **kwargs)
 
         # === Config ===
-        self.config = config
-        self.num_labels = num_labels
-        self.regression = regression
-        self.seed = seed
-        self.backbone = backbone
-        self.head = head
-        self.accuracy_tracker = None if regression else keras.metrics.Mean(name="accuracy")
+        self.num_labels, self.regression, self.seed = num_labels, regression, seed
 
     def extra_config(self):
         return {"num_labels": self.num_labels, "regression": self.regression, "seed": self.seed}
 
-    def call(self, inputs, training=None):
-        # Labels and other features of the input dict pass through `fit` untouched.
-        return super().call({k: inputs[k] for k in BACKBONE_INPUTS}, training=training)
+    def default_loss(self):
+        return SquaredError() if self.regression else SoftmaxCrossEntropy()
 
-    def _labels(self, x, y):
-        if y is not None:
-            return y
-        if not isinstance(x, Mapping) or "label_ids" not in x:
-            raise ValueError("AlbertClassifier.fit needs labels: pass y, or `label_ids` in x")
-        return x["label_ids"]
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """Mean softmax cross-entropy (MSE for regression), as the original, plus layer losses."""
-        labels = self._labels(x, y)
-        logits = y_pred["logits"]
-        if self.regression:
-            scores = ops.reshape(logits, (-1,))
-            loss = ops.mean(ops.square(scores - ops.reshape(ops.cast(labels, "float32"), (-1,))))
-        else:
-            loss = ops.mean(
-                keras.losses.sparse_categorical_crossentropy(
-                    ops.reshape(ops.cast(labels, "int32"), (-1,)), logits, from_logits=True
-                )
-            )
-        if self.losses:
-            loss = loss + ops.sum(self.losses)
-        return scale_loss_for_distribution(loss)
-
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        if self.accuracy_tracker is not None:
-            labels = ops.reshape(ops.cast(self._labels(x, y), "int64"), (-1,))
-            correct = ops.equal(ops.argmax(y_pred["logits"], axis=-1), labels)
-            self.accuracy_tracker.update_state(ops.cast(correct, "float32"))
-        return self.step_logs()
-
-    @property
-    def metrics(self):
-        extra = [] if self.accuracy_tracker is None else [self.accuracy_tracker]
-        return [*super().metrics, *extra]
+    def default_metrics(self):
+        return [] if self.regression else [LogitsAccuracy()]

@@ -9,15 +9,14 @@ the original's top-level names (`TF1_HEAD_RULES`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import keras
 from keras import ops
-from keras.src.losses.loss import scale_loss_for_distribution
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling.heads.classifier import AlbertClassifierHead
-from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel, ConfiguredModel
+from albert_tf.modeling.heads.losses import LogitsAccuracy, SoftmaxCrossEntropy
+from albert_tf.modeling.heads.task import AlbertTask, task_inputs
+from albert_tf.modeling.model import AlbertModel, resolve_backbone
 
 HEAD_NAME = "multiple_choice"
 RACE_NUM_CHOICES = 4
@@ -79,19 +78,19 @@ class AlbertMultipleChoiceHead(AlbertClassifierHead):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertMultipleChoice(ConfiguredModel):
+class AlbertMultipleChoice(AlbertTask):
     """ALBERT backbone + the original RACE multiple-choice head.
 
     Inputs: int32 [B, C, T] `input_ids`, `input_mask`, `segment_ids` (C = `num_choices`).
-    Outputs: float32 `logits` and `probabilities` [B, C]. `fit` takes feature dicts with
-    `label_ids` (int [B], the right choice) or (x, y); loss = mean softmax cross-entropy.
+    Outputs: float32 `logits` and `probabilities` [B, C]. `fit` takes (features, label ids [B])
+    batches, the right choice; the original's loss: mean softmax cross-entropy over the choices.
 
     Args:
-        config: the backbone's `AlbertConfig` (or its dict).
+        config: the backbone's `AlbertConfig` (or its dict); None when `backbone` is given.
         num_choices: C (RACE: 4).
         dropout_prob: dropout on the pooled output in training (the original's flag, 0.1).
         seed: seed of the head's initializer and dropout (None: random).
-        name: the model's name.
+        backbone, dtype, name: as every `AlbertTask` takes them.
 
     Example:
         >>> model = AlbertMultipleChoice(config, dropout_prob=0.0)
@@ -103,46 +102,38 @@ class AlbertMultipleChoice(ConfiguredModel):
 
     def __init__(
         self,
-        config: AlbertConfig | dict,
+        config: AlbertConfig | dict | None = None,
         num_choices: int = RACE_NUM_CHOICES,
         dropout_prob: float = DEFAULT_DROPOUT,
         seed: int | None = None,
+        *,
+        backbone: AlbertModel | None = None,
+        dtype=None,
         name: str = "albert_multiple_choice",
         **kwargs,
     ):
-        config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
         num_choices, dropout_prob = int(num_choices), float(dropout_prob)
         if num_choices < 2:
             raise ValueError(f"num_choices must be >= 2, got {num_choices}")
         if not 0.0 <= dropout_prob < 1.0:
             raise ValueError(f"dropout_prob must be in [0, 1), got {dropout_prob}")
         # === Layers ===
-        fold = FoldChoices(name="fold_choices")
-        backbone = AlbertModel(config)
-        head = AlbertMultipleChoiceHead(num_choices, dropout_prob, seed=seed, name=HEAD_NAME)
+        backbone = resolve_backbone(config, backbone, dtype)
+        dtype = backbone.dtype_policy
+        fold = FoldChoices(dtype=dtype, name="fold_choices")
+        head = AlbertMultipleChoiceHead(
+            num_choices, dropout_prob, seed=seed, dtype=dtype, name=HEAD_NAME
+        )
         to_probabilities = keras.layers.Softmax(name="probabilities", dtype="float32")
 
         # === Functional model ===
-        inputs = {
-            name: keras.Input(shape=(num_choices, None), dtype="int32", name=name)
-            for name in BACKBONE_INPUTS
-        }
+        inputs = task_inputs(shape=(num_choices, None))
         logits = head(backbone(fold(inputs))["pooled_output"])
-        super().__init__(
-            inputs=inputs,
-            outputs={"logits": logits, "probabilities": to_probabilities(logits)},
-            name=name,
-            **kwargs,
-        )
+        outputs = {"logits": logits, "probabilities": to_probabilities(logits)}
+        super().__init__(inputs, outputs, backbone, head, name=name, **kwargs)
 
         # === Config ===
-        self.config = config
-        self.num_choices = num_choices
-        self.dropout_prob = dropout_prob
-        self.seed = seed
-        self.backbone = backbone
-        self.head = head
-        self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
+        self.num_choices, self.dropout_prob, self.seed = num_choices, dropout_prob, seed
 
     def extra_config(self):
         return {
@@ -151,33 +142,8 @@ class AlbertMultipleChoice(ConfiguredModel):
             "seed": self.seed,
         }
 
-    def call(self, inputs, training=None):
-        # Labels and other features of the input dict pass through `fit` untouched.
-        return super().call({k: inputs[k] for k in BACKBONE_INPUTS}, training=training)
+    def default_loss(self):
+        return SoftmaxCrossEntropy()
 
-    def _labels(self, x, y):
-        if y is not None:
-            return y
-        if not isinstance(x, Mapping) or "label_ids" not in x:
-            raise ValueError("AlbertMultipleChoice.fit needs labels: pass y, or `label_ids` in x")
-        return x["label_ids"]
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """Mean softmax cross-entropy over the choices, as the original, plus layer losses."""
-        labels = ops.reshape(ops.cast(self._labels(x, y), "int32"), (-1,))
-        loss = ops.mean(
-            keras.losses.sparse_categorical_crossentropy(labels, y_pred["logits"], from_logits=True)
-        )
-        if self.losses:
-            loss = loss + ops.sum(self.losses)
-        return scale_loss_for_distribution(loss)
-
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        labels = ops.reshape(ops.cast(self._labels(x, y), "int64"), (-1,))
-        correct = ops.equal(ops.argmax(y_pred["logits"], axis=-1), labels)
-        self.accuracy_tracker.update_state(ops.cast(correct, "float32"))
-        return self.step_logs()
-
-    @property
-    def metrics(self):
-        return [*super().metrics, self.accuracy_tracker]
+    def default_metrics(self):
+        return [LogitsAccuracy()]

@@ -12,25 +12,23 @@ from __future__ import annotations
 
 import keras
 from keras import ops
-from keras.src.losses.loss import scale_loss_for_distribution
 
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling.heads.squad_v1 import labels_from, position_loss
+from albert_tf.modeling.heads.losses import SquadV2Loss
 from albert_tf.modeling.heads.squad_v2_layers import (
     SquadAnswerClass,
     SquadEndLogits,
     SquadStartLogits,
     mask_logits,
 )
-from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel, ConfiguredModel
+from albert_tf.modeling.heads.task import AlbertTask, task_inputs
+from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel, resolve_backbone
 
 HEAD_NAME = "squad_v2"
 SQUAD_V2_INPUTS = (*BACKBONE_INPUTS, "p_mask")
 # The original's flag defaults.
 DEFAULT_N_TOP = 5
 DEFAULT_DROPOUT = 0.1
-# The original weighs the answerability loss by 0.5 "so that the scale is comparable".
-ANSWER_CLASS_LOSS_WEIGHT = 0.5
 
 
 def _gather_positions(sequence_output, positions):
@@ -79,10 +77,11 @@ class AlbertSquadV2Head(keras.layers.Layer):
         self.end_n_top = int(end_n_top)
         self.dropout_rate = float(dropout_rate)
         self.seed = seed
-        self.start_logits = SquadStartLogits(config, seed=seed, name="start_logits")
-        self.end_logits = SquadEndLogits(config, seed=seed, name="end_logits")
+        dtype = self.dtype_policy
+        self.start_logits = SquadStartLogits(config, seed=seed, dtype=dtype, name="start_logits")
+        self.end_logits = SquadEndLogits(config, seed=seed, dtype=dtype, name="end_logits")
         self.answer_class = SquadAnswerClass(
-            config, self.dropout_rate, seed=seed, name="answer_class"
+            config, self.dropout_rate, seed=seed, dtype=dtype, name="answer_class"
         )
 
     def build(self, sequence_output_shape, p_mask_shape=None, start_positions_shape=None):
@@ -137,7 +136,7 @@ class AlbertSquadV2Head(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
-class AlbertSquadV2(ConfiguredModel):
+class AlbertSquadV2(AlbertTask):
     """ALBERT backbone + the original SQuAD v2.0 head (start, end beam, answerability).
 
     Inputs: int32 [B, T] `input_ids`, `input_mask`, `segment_ids` and `p_mask` (1 where no answer
@@ -145,17 +144,18 @@ class AlbertSquadV2(ConfiguredModel):
     (`start_top_log_probs`, `start_top_index`, `end_top_log_probs`, `end_top_index`,
     `cls_logits`); with `start_positions` (int [B]) the end head is fed the gold start and the
     outputs are `start_log_probs`, `end_log_probs` [B, T] and `cls_logits`, whether training or
-    not (so `evaluate` reports the training loss). `fit` takes feature dicts with
-    `start_positions`, `end_positions` and `is_impossible`; loss =
-    (CE(start) + CE(end)) / 2 + 0.5 · sigmoid-CE(cls_logits, is_impossible).
+    not (so `evaluate` reports the training loss). `fit` takes (features, labels) batches whose
+    features hold `start_positions` (teacher forcing, as the original's training graph) and whose
+    labels are a dict of `start_positions`, `end_positions` and `is_impossible`; the original's
+    loss (CE(start) + CE(end)) / 2 + 0.5 · sigmoid-CE(cls_logits, is_impossible) (`SquadV2Loss`).
 
     Args:
-        config: the backbone's `AlbertConfig` (or its dict).
+        config: the backbone's `AlbertConfig` (or its dict); None when `backbone` is given.
         start_n_top: starts kept by the inference beam (the original's default 5).
         end_n_top: ends kept per start (default 5).
         dropout_prob: dropout inside `answer_class` in training (default 0.1).
         seed: seed of the head's initializers and dropout (None: random).
-        name: the model's name.
+        backbone, dtype, name: as every `AlbertTask` takes them.
 
     Example:
         >>> model = AlbertSquadV2(AlbertConfig.from_json_file("albert_config.json"))
@@ -164,19 +164,21 @@ class AlbertSquadV2(ConfiguredModel):
     """
 
     TF1_HEAD_RULES = ((rf"^{HEAD_NAME}/((start_logits|end_logits|answer_class)/.+)$", r"\1"),)
-    LABELS = ("start_positions", "end_positions", "is_impossible")
+    INPUTS = SQUAD_V2_INPUTS
 
     def __init__(
         self,
-        config: AlbertConfig | dict,
+        config: AlbertConfig | dict | None = None,
         start_n_top: int = DEFAULT_N_TOP,
         end_n_top: int = DEFAULT_N_TOP,
         dropout_prob: float = DEFAULT_DROPOUT,
         seed: int | None = None,
+        *,
+        backbone: AlbertModel | None = None,
+        dtype=None,
         name: str = "albert_squad_v2",
         **kwargs,
     ):
-        config = config if isinstance(config, AlbertConfig) else AlbertConfig.from_dict(config)
         start_n_top, end_n_top, dropout_prob = int(start_n_top), int(end_n_top), float(dropout_prob)
         if start_n_top < 1 or end_n_top < 1:
             raise ValueError(
@@ -185,28 +187,26 @@ class AlbertSquadV2(ConfiguredModel):
         if not 0.0 <= dropout_prob < 1.0:
             raise ValueError(f"dropout_prob must be in [0, 1), got {dropout_prob}")
         # === Layers ===
-        backbone = AlbertModel(config)
+        backbone = resolve_backbone(config, backbone, dtype)
         head = AlbertSquadV2Head(
-            config, start_n_top, end_n_top, dropout_prob, seed=seed, name=HEAD_NAME
+            backbone.config,
+            start_n_top,
+            end_n_top,
+            dropout_prob,
+            seed=seed,
+            dtype=backbone.dtype_policy,
+            name=HEAD_NAME,
         )
 
         # === Functional model (the inference form) ===
-        inputs = {
-            name: keras.Input(shape=(None,), dtype="int32", name=name) for name in SQUAD_V2_INPUTS
-        }
+        inputs = task_inputs(SQUAD_V2_INPUTS)
         sequence_output = backbone({k: inputs[k] for k in BACKBONE_INPUTS})["sequence_output"]
-        super().__init__(
-            inputs=inputs, outputs=head(sequence_output, inputs["p_mask"]), name=name, **kwargs
-        )
+        outputs = head(sequence_output, inputs["p_mask"])
+        super().__init__(inputs, outputs, backbone, head, name=name, **kwargs)
 
         # === Config ===
-        self.config = config
-        self.start_n_top = start_n_top
-        self.end_n_top = end_n_top
-        self.dropout_prob = dropout_prob
-        self.seed = seed
-        self.backbone = backbone
-        self.head = head
+        self.start_n_top, self.end_n_top = start_n_top, end_n_top
+        self.dropout_prob, self.seed = dropout_prob, seed
 
     def extra_config(self):
         return {
@@ -216,10 +216,12 @@ class AlbertSquadV2(ConfiguredModel):
             "seed": self.seed,
         }
 
+    def default_loss(self):
+        return SquadV2Loss()
+
     def call(self, inputs, training=None):
         if "start_positions" not in inputs:
-            # Labels and other features of the input dict are ignored.
-            return super().call({k: inputs[k] for k in SQUAD_V2_INPUTS}, training=training)
+            return super().call(inputs, training=training)
         backbone_inputs = {k: inputs[k] for k in BACKBONE_INPUTS}
         sequence_output = self.backbone(backbone_inputs, training=training)["sequence_output"]
         return self.head(
@@ -228,25 +230,3 @@ class AlbertSquadV2(ConfiguredModel):
             start_positions=inputs["start_positions"],
             training=training,
         )
-
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """The original's: (CE(start) + CE(end)) / 2 + 0.5 · mean sigmoid-CE(is_impossible)."""
-        labels = labels_from(x, y, self.LABELS, type(self).__name__)
-        if "end_log_probs" not in y_pred:
-            raise ValueError(
-                "AlbertSquadV2's loss needs the teacher-forced outputs: put `start_positions` "
-                "in the input features"
-            )
-        start = position_loss(y_pred["start_log_probs"], labels["start_positions"])
-        end = position_loss(y_pred["end_log_probs"], labels["end_positions"])
-        impossible = ops.reshape(ops.cast(labels["is_impossible"], "float32"), (-1,))
-        answer_class = ops.mean(
-            ops.binary_crossentropy(impossible, y_pred["cls_logits"], from_logits=True)
-        )
-        loss = (start + end) / 2.0 + ANSWER_CLASS_LOSS_WEIGHT * answer_class
-        if self.losses:
-            loss = loss + ops.sum(self.losses)
-        return scale_loss_for_distribution(loss)
-
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        return self.step_logs()

@@ -26,14 +26,16 @@ def mask_logits(logits, p_mask):
     return logits * (1.0 - p_mask) - MASKED_LOGIT * p_mask
 
 
-def _dense(units: int, config, name: str, seed, activation=None, use_bias=True):
+def _dense(units: int, layer: ConfigLayer, name: str, seed, activation=None, use_bias=True):
+    """A sublayer of `layer`: its config's initializer range and its dtype policy."""
     return keras.layers.Dense(
         units,
         activation=activation,
         use_bias=use_bias,
         kernel_initializer=keras.initializers.TruncatedNormal(
-            stddev=config.initializer_range, seed=seed
+            stddev=layer.config.initializer_range, seed=seed
         ),
+        dtype=layer.dtype_policy,
         name=name,
     )
 
@@ -58,7 +60,7 @@ class SquadStartLogits(ConfigLayer):
     def __init__(self, config, seed: int | None = None, **kwargs):
         super().__init__(config, **kwargs)
         self.seed = seed
-        self.dense = _dense(1, config, "dense", _seed(seed, 0))
+        self.dense = _dense(1, self, "dense", _seed(seed, 0))
 
     def build(self, sequence_output_shape):
         self.dense.build((None, self.config.hidden_size))
@@ -94,9 +96,11 @@ class SquadEndLogits(ConfigLayer):
         super().__init__(config, **kwargs)
         self.seed = seed
         hidden = config.hidden_size
-        self.dense_0 = _dense(hidden, config, "dense_0", _seed(seed, 1))
-        self.layer_norm = AlbertLayerNorm(epsilon=LAYER_NORM_EPSILON, name="LayerNorm")
-        self.dense_1 = _dense(1, config, "dense_1", _seed(seed, 2))
+        self.dense_0 = _dense(hidden, self, "dense_0", _seed(seed, 1))
+        self.layer_norm = AlbertLayerNorm(
+            epsilon=LAYER_NORM_EPSILON, dtype=self.dtype_policy, name="LayerNorm"
+        )
+        self.dense_1 = _dense(1, self, "dense_1", _seed(seed, 2))
 
     def build(self, sequence_output_shape, start_features_shape=None):
         hidden = self.config.hidden_size
@@ -140,9 +144,9 @@ class SquadAnswerClass(ConfigLayer):
         self.dropout_rate = float(dropout_rate)
         self.seed = seed
         hidden = config.hidden_size
-        self.dense_0 = _dense(hidden, config, "dense_0", _seed(seed, 3), activation="tanh")
-        self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed)
-        self.dense_1 = _dense(1, config, "dense_1", _seed(seed, 4), use_bias=False)
+        self.dense_0 = _dense(hidden, self, "dense_0", _seed(seed, 3), activation="tanh")
+        self.dropout = keras.layers.Dropout(self.dropout_rate, seed=seed, dtype=self.dtype_policy)
+        self.dense_1 = _dense(1, self, "dense_1", _seed(seed, 4), use_bias=False)
 
     def build(self, sequence_output_shape, start_probs_shape=None):
         hidden = self.config.hidden_size
