@@ -12,11 +12,12 @@ import tensorflow as tf
 from albert_tf.checkpoints.task_heads import load_task_checkpoint
 from albert_tf.checkpoints.tf1 import read_tf1_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.finetuning import loop, training
+from albert_tf.finetuning import loop
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.glue.finetune import FinetuneConfig
 from albert_tf.tasks.race.config import RaceConfig
 from albert_tf.tasks.squad.config import SquadConfig, with_schedule
+from albert_tf.training import harness
 from tests.loss_scaling import overflowing
 from tests.model_configs import MICRO
 
@@ -73,8 +74,8 @@ class HasSevenTask:
         self.settings = settings
         self.calls = []
 
-    def build_model(self, albert_config):
-        return AlbertClassifier(albert_config, num_labels=2, seed=self.settings.seed)
+    def build_model(self, albert_config, dtype=None):
+        return AlbertClassifier(albert_config, num_labels=2, seed=self.settings.seed, dtype=dtype)
 
     def initialize(self, model, checkpoint):
         self.calls.append(("initialize", checkpoint))
@@ -85,7 +86,7 @@ class HasSevenTask:
 
     def train_dataset(self):
         features, labels = contains_token_7(64, seed=0)
-        data = tf.data.Dataset.from_tensor_slices(dict(features, label_ids=labels))
+        data = tf.data.Dataset.from_tensor_slices((features, labels))
         return data.repeat().batch(self.settings.train_batch_size, drop_remainder=True), 64
 
     def dev_scorer(self):
@@ -149,8 +150,8 @@ class RecordingTask(HasSevenTask):
         super().__init__(settings)
         self.models = []
 
-    def build_model(self, albert_config):
-        self.models.append(super().build_model(albert_config))
+    def build_model(self, albert_config, dtype=None):
+        self.models.append(super().build_model(albert_config, dtype))
         return self.models[-1]
 
 
@@ -191,7 +192,7 @@ def test_fp16_fine_tuning_scales_the_loss_keeps_float32_weights_and_resumes(tmp_
 def test_fp16_steps_whose_gradients_overflow_still_count_as_batches(tmp_path, monkeypatch):
     # A loss scale of 2**40 overflows float16 gradients: every step is skipped (the optimizer's
     # `iterations` stay at 0) and halves the scale, yet each took a batch.
-    monkeypatch.setattr(training, "create_optimizer", overflowing(training.create_optimizer))
+    monkeypatch.setattr(harness, "create_optimizer", overflowing(harness.create_optimizer))
     config_file = tmp_path / "albert_config.json"
     AlbertConfig(**MICRO).to_json_file(config_file)
     settings = Float16Settings(str(tmp_path / "out"), albert_config_file=str(config_file))

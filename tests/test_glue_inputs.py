@@ -71,9 +71,9 @@ def test_dynamic_padding_gives_the_fixed_padding_outputs(tokenizer):
     )
     dynamic = make_dataset(encoded, 5, 64, training=False)
     fixed = make_dataset(encoded, 5, 64, training=False, dynamic_padding=False)
-    widths = [batch["input_ids"].shape[1] for batch in dynamic]
-    assert max(widths) < 64 and {b["input_ids"].shape[1] for b in fixed} == {64}
-    first = next(iter(fixed))
+    widths = [features["input_ids"].shape[1] for features, _ in dynamic]
+    assert max(widths) < 64 and {x["input_ids"].shape[1] for x, _ in fixed} == {64}
+    first, _ = next(iter(fixed))
     np.testing.assert_array_equal(first["input_mask"].numpy().sum(1), encoded.lengths[:5])
     np.testing.assert_array_equal(first["segment_ids"].numpy().sum(1), 0)  # single sentences
     model = AlbertClassifier(AlbertConfig(**TINY), num_labels=2)
@@ -82,7 +82,7 @@ def test_dynamic_padding_gives_the_fixed_padding_outputs(tokenizer):
 
 def test_pair_segments_and_padding(tokenizer):
     encoded = encode_split(glue.read_split("mrpc", GLUE, "dev"), glue.TASKS["mrpc"], tokenizer, 48)
-    batch = next(iter(make_dataset(encoded, 2, 48, training=False, dynamic_padding=False)))
+    batch, _ = next(iter(make_dataset(encoded, 2, 48, training=False, dynamic_padding=False)))
     for row in range(2):
         mask, segments = batch["input_mask"][row].numpy(), batch["segment_ids"][row].numpy()
         a, n = encoded.segment_a_lengths[row], encoded.lengths[row]
@@ -98,10 +98,10 @@ def test_training_dataset_repeats_shuffles_and_drops_the_remainder(tokenizer):
 
     def labels(seed):
         dataset = make_dataset(encoded, 6, 32, training=True, seed=seed)
-        return [b["label_ids"].numpy().tolist() for b in dataset.take(6)]
+        return [label_ids.numpy().tolist() for _, label_ids in dataset.take(6)]
 
     batches = labels(1)
     assert all(len(b) == 6 for b in batches)  # 16 is not a multiple of 6: full batches only
     assert labels(1) == batches and labels(2) != batches  # seeded
-    epoch = next(iter(make_dataset(encoded, 16, 32, training=True, seed=1)))
-    assert sorted(epoch["label_ids"].numpy()) == sorted(encoded.label_ids)  # a full shuffle
+    _, epoch_labels = next(iter(make_dataset(encoded, 16, 32, training=True, seed=1)))
+    assert sorted(epoch_labels.numpy()) == sorted(encoded.label_ids)  # a full shuffle

@@ -188,9 +188,9 @@ def test_gradient_accumulation_trains_the_same_number_of_updates(tmp_path):
 def test_fp16_steps_whose_gradients_overflow_still_count_as_batches(tmp_path, monkeypatch):
     # A loss scale of 2**40 overflows float16 gradients: every update is skipped (the optimizer's
     # `iterations` stay at 0) and halves the scale, yet each step took its batches.
-    from albert_tf.training import pretraining
+    from albert_tf.training import harness
 
-    monkeypatch.setattr(pretraining, "create_optimizer", overflowing(pretraining.create_optimizer))
+    monkeypatch.setattr(harness, "create_optimizer", overflowing(harness.create_optimizer))
     fp16 = dict(mixed_precision="fp16", jit_compile=False, gradient_accumulation_steps=2)
 
     def state(checkpoint: str) -> tuple[int, float]:

@@ -14,9 +14,9 @@ from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import loop
 from albert_tf.training.distribution import build_strategy
 from albert_tf.training.pretraining import run_pretraining
-from albert_tf.training.pretraining_options import PretrainingOptions
 from tests.conftest import FIXTURES
 from tests.test_finetuning_loop import HasSevenTask, Settings
+from tests.test_pretraining import options
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
 
 SAVED = FIXTURES / "saved_before_keras_heads"
@@ -66,21 +66,12 @@ def test_a_stopped_fine_tuning_run_resumes_from_its_checkpoint_and_optimizer_sta
 def test_a_stopped_pretraining_run_resumes_from_its_checkpoint(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(SAVED / "pretraining_run" / "run", run)
-    options = PretrainingOptions(
-        input_file=str(SAVED / "pretraining_run" / "records.tfrecord"),
-        output_dir=str(run),
-        max_seq_length=16,
-        max_predictions_per_seq=2,
-        train_batch_size=4,
-        learning_rate=0.01,
-        num_train_steps=8,
-        num_warmup_steps=1,
-        save_checkpoints_steps=4,
-        log_every_steps=2,
-        seed=1,
-    )
+    # The run's settings: the test defaults (lr 0.01, a checkpoint every 4 steps, seed 1), 8 steps.
+    records = str(SAVED / "pretraining_run" / "records.tfrecord")
+    small = dict(max_seq_length=16, max_predictions_per_seq=2, train_batch_size=4)
+    settings = options(run, input_file=records, num_warmup_steps=1, **small)
     config = AlbertConfig.from_json_file(SAVED / "albert_config.json")
-    results = run_pretraining(options, config, build_strategy("one_device"))
+    results = run_pretraining(settings, config, build_strategy("one_device"))
     assert results["resumed_from"] == str(run / "checkpoints" / "ckpt-4")
     assert results["global_step"] == 8
     assert [h["step"] for h in results["train_history"]] == [6, 8]

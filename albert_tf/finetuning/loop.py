@@ -6,8 +6,9 @@ Training (`albert_tf.finetuning.training`) saves a TF1-named checkpoint `model.c
 Prediction and export use the best checkpoint when there is one. What differs per benchmark
 comes from a `Task`. Running the same job again in the same `output_dir` resumes it
 (`albert_tf.finetuning.resume`). The job's settings may also name a `mixed_precision` ("none",
-"bf16", "fp16", as pretraining); `run` takes a tf.distribute strategy — under a multi-worker one
-all workers train and the chief alone scores, predicts and exports, on one of its devices.
+"bf16", "fp16", as pretraining): every model of the job is built with it as its dtype policy.
+`run` takes a tf.distribute strategy — under a multi-worker one all workers train and the chief
+alone scores, predicts and exports, on one of its devices.
 
 Deliberate differences from the original scripts, none changing the maths: no checkpoint at
 step 0; after a resume the dropout masks are not those an uninterrupted run would have drawn.
@@ -32,7 +33,7 @@ from albert_tf.finetuning.selection import (
     list_checkpoints,
 )
 from albert_tf.finetuning.task import LoopSettings, Task
-from albert_tf.finetuning.training import precision_policy, train
+from albert_tf.finetuning.training import model_dtype, train
 from albert_tf.training.distribution import is_chief, is_multi_worker
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "evaluate_checkpoints",
     "inference_checkpoint",
     "load_for_inference",
-    "precision_policy",
+    "model_dtype",
     "resolve_albert_config",
     "run",
     "train",
@@ -89,7 +90,7 @@ def checkpoint_step(path: str) -> int:
 
 def _build(task: Task, albert_config: AlbertConfig, strategy: tf.distribute.Strategy | None):
     with (strategy or tf.distribute.get_strategy()).scope():
-        return task.build_model(albert_config)
+        return task.build_model(albert_config, model_dtype(task.settings))
 
 
 def evaluate_checkpoints(
@@ -159,43 +160,43 @@ def run(
         raise ValueError("At least one of do_train, do_eval, do_predict or export_dir must be set")
     if checkpoint and do_train:
         raise ValueError("checkpoint names what to score or predict without training")
+    model_dtype(config)  # a bad mixed_precision fails here, before any work
     albert_config = resolve_albert_config(config)
     if do_predict:
         task.check_predict_inputs()  # fail before hours of training
     chief = strategy is None or is_chief(strategy)
     # Scoring, prediction and export run in one process: never on a multi-worker strategy.
     local_strategy = None if is_multi_worker(strategy) else strategy
-    with precision_policy(config):
-        if checkpoint:
-            if not chief:
-                return {}
-            return _run_one_checkpoint(
-                task, albert_config, checkpoint, do_eval, do_predict, local_strategy
-            )
-        summary: dict = {}
-        evaluator = None
-        if do_eval and chief:
-            evaluator = CheckpointEvaluator(
-                task.dev_scorer(), config.output_dir, config.keep_all_checkpoints
-            )
-        if do_train:
-            saved = train(task, albert_config, evaluator, strategy)
-            summary["checkpoints"] = [p for _, p in saved]
-            if evaluator is not None:
-                summary["eval"] = evaluator.write()
+    if checkpoint:
         if not chief:
-            logging.info("Not the chief: the chief scores, predicts and writes the outputs")
-            return summary
-        if do_eval and not do_train:
-            summary["eval"] = evaluate_checkpoints(task, albert_config, evaluator, local_strategy)
-        if do_predict:
-            inputs = task.predict_inputs()  # bad rows are reported before a missing checkpoint
-            model, path = load_for_inference(task, albert_config, local_strategy)
-            summary["predictions"] = task.predict(model, path, inputs)
-        if config.export_dir:
-            model, path = load_for_inference(task, albert_config, local_strategy)
-            summary["export"] = task.export(model, path, albert_config)
+            return {}
+        return _run_one_checkpoint(
+            task, albert_config, checkpoint, do_eval, do_predict, local_strategy
+        )
+    summary: dict = {}
+    evaluator = None
+    if do_eval and chief:
+        evaluator = CheckpointEvaluator(
+            task.dev_scorer(), config.output_dir, config.keep_all_checkpoints
+        )
+    if do_train:
+        saved = train(task, albert_config, evaluator, strategy)
+        summary["checkpoints"] = [p for _, p in saved]
+        if evaluator is not None:
+            summary["eval"] = evaluator.write()
+    if not chief:
+        logging.info("Not the chief: the chief scores, predicts and writes the outputs")
         return summary
+    if do_eval and not do_train:
+        summary["eval"] = evaluate_checkpoints(task, albert_config, evaluator, local_strategy)
+    if do_predict:
+        inputs = task.predict_inputs()  # bad rows are reported before a missing checkpoint
+        model, path = load_for_inference(task, albert_config, local_strategy)
+        summary["predictions"] = task.predict(model, path, inputs)
+    if config.export_dir:
+        model, path = load_for_inference(task, albert_config, local_strategy)
+        summary["export"] = task.export(model, path, albert_config)
+    return summary
 
 
 def _run_one_checkpoint(

@@ -56,8 +56,9 @@ class Task(Protocol):
     name: str
     settings: LoopSettings
 
-    def build_model(self, albert_config: AlbertConfig) -> keras.Model:
-        """A freshly initialised model (backbone + this task's head)."""
+    def build_model(self, albert_config: AlbertConfig, dtype: str | None = None) -> keras.Model:
+        """A freshly initialised model (backbone + this task's head) whose layers compute with
+        the Keras dtype policy `dtype` (e.g. "mixed_bfloat16"; None: Keras's global policy)."""
 
     def initialize(self, model: keras.Model, checkpoint: str) -> None:
         """Loads a pretrained (backbone only) or fine-tuned checkpoint before training."""
@@ -66,7 +67,8 @@ class Task(Protocol):
         """Loads a checkpoint holding every weight of `model` (the loop's own, or a release's)."""
 
     def train_dataset(self) -> tuple[tf.data.Dataset, int]:
-        """Endless shuffled training batches with their labels, and the number of examples."""
+        """Endless shuffled training batches as (features, labels), what the model's `fit`
+        takes, and the number of examples."""
 
     def dev_scorer(self) -> DevScorer:
         """The dev set, encoded once, as a scorer."""

@@ -1,9 +1,12 @@
-"""Training a fine-tuning task: Keras `fit`, a TF1-named checkpoint every N steps, each scored.
+"""Training a fine-tuning task on the shared training harness (`albert_tf.training.harness`).
 
 Training uses the original AdamW (or LAMB) and schedule, saving `model.ckpt-<step>` every
 `save_checkpoints_steps` and at the last step, its optimizer state just before it
 (`albert_tf.finetuning.resume`); with an evaluator each checkpoint is scored on dev as soon as it
 is saved. Running the same job again in the same `output_dir` resumes from its last checkpoint.
+Progress lines, TensorBoard scalars (`<output_dir>/logs/train`) and the stop on a non-finite loss
+are the harness's, as for pretraining; the model is built with the job's `mixed_precision`
+as its dtype policy.
 
 Under MultiWorkerMirroredStrategy every worker trains and restores from the chief's `output_dir`
 (a filesystem all workers share, as for pretraining); only the chief writes checkpoints and
@@ -14,12 +17,9 @@ each and each file is written atomically, so the last rename wins with identical
 
 from __future__ import annotations
 
-import contextlib
-import math
 import os
 import shutil
 import tempfile
-import time
 
 import keras
 import tensorflow as tf
@@ -30,87 +30,92 @@ from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import resume
 from albert_tf.finetuning.selection import CHECKPOINT_PREFIX, CheckpointEvaluator
 from albert_tf.finetuning.task import LoopSettings, Task
-from albert_tf.training.callbacks import StepCounter
-from albert_tf.training.distribution import check_same_on_every_worker, is_chief, is_multi_worker
-from albert_tf.training.optimization import create_optimizer
-from albert_tf.training.pretraining_options import MIXED_PRECISION_POLICIES
+from albert_tf.training.distribution import is_chief, is_multi_worker
+from albert_tf.training.harness import Schedule, compile_model, dtype_policy, train as harness_train
+from albert_tf.training.harness import resume as resume_run
 
 
-@contextlib.contextmanager
-def precision_policy(config: LoopSettings):
-    """Keras's dtype policy set to the job's `mixed_precision` (default "none") inside."""
-    name = getattr(config, "mixed_precision", "none")
-    if name not in MIXED_PRECISION_POLICIES:
-        raise ValueError(
-            f"mixed_precision must be one of {sorted(MIXED_PRECISION_POLICIES)}, got {name!r}"
-        )
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[name])
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(previous)
+def model_dtype(settings: LoopSettings) -> str:
+    """The Keras dtype policy of the job's models: its `mixed_precision` ("none" when absent)."""
+    return dtype_policy(getattr(settings, "mixed_precision", "none"))
 
 
-class _CheckpointEveryN(keras.callbacks.Callback):
-    """Ends training at `train_step`; at each epoch end (= every N steps) saves the optimizer's
-    state, then (on the chief) the TF1 checkpoint, then evaluates it — on `scoring_model`, with
-    the trained weights copied in, when one is given. Steps are `counter`'s (batches taken, so
-    an fp16 update skipped for overflowing still counts), which must come first in `fit`.
+class TaskCheckpoints:
+    """The fine-tuning checkpoint format (a `harness.CheckpointFormat`): the optimizer's state
+    (`resume.OptimizerState`), then, on the chief, `model.ckpt-<step>` under the original TF1
+    names, scored at once by the evaluator — on `scoring_model`, with the trained weights copied
+    in, when one is given.
+
+    Args:
+      task: the job (its settings, and `load` for a resume).
+      model: the compiled model being trained.
+      resumed: (step, prefix) of the checkpoint to resume from (`resume.resume_point`), or None.
+      evaluator: scores each checkpoint (None: no scoring).
+      save_dir: where the optimizer state is saved (a non-chief worker's scratch directory).
+      chief: whether this worker writes the checkpoints.
+      scoring_model: a model outside the strategy to score on (multi-worker jobs).
     """
 
     def __init__(
         self,
-        config: LoopSettings,
+        task: Task,
+        model: keras.Model,
+        resumed: tuple[int, str] | None,
         evaluator: CheckpointEvaluator | None,
-        optimizer_state: resume.OptimizerState,
-        counter: StepCounter,
+        save_dir: str,
         chief: bool = True,
         scoring_model: keras.Model | None = None,
     ):
-        super().__init__()
-        self.config, self.evaluator = config, evaluator
-        self.optimizer_state, self.counter = optimizer_state, counter
-        self.chief, self.scoring_model = chief, scoring_model
+        self.task, self.model, self.resumed = task, model, resumed
+        self.evaluator, self.chief, self.scoring_model = evaluator, chief, scoring_model
+        self.output_dir = task.settings.output_dir
+        self.optimizer_state = resume.OptimizerState(model.optimizer, self.output_dir, save_dir)
         self.saved: list[tuple[int, str]] = []
-        self._start, self._start_step = time.time(), counter.step
+        self._last_step: int | None = None
+        self._latest: str | None = None
 
-    def on_train_batch_end(self, batch, logs=None):
-        step = self.counter.step
-        if step % self.config.log_every_steps == 0 or step == self.config.train_step:
-            rate = (step - self._start_step) / max(time.time() - self._start, 1e-9)
-            logging.info(
-                "step %d/%d loss %.4f (mean since last checkpoint) lr %.3g, %.2f steps/s",
-                step,
-                self.config.train_step,
-                float(logs.get("loss", math.nan)),
-                float(self.model.optimizer.learning_rate),
-                rate,
-            )
-        if step >= self.config.train_step:
-            self.model.stop_training = True
+    def restore(self) -> int:
+        if self.resumed is None:
+            return 0
+        done, prefix = self.resumed
+        self.task.load(self.model, prefix)
+        self.optimizer_state.restore(done)
+        logging.info("Resuming %s from %s (step %d)", self.task.name, prefix, done)
+        if self.evaluator is not None:
+            self.evaluator.restore(done)
+            if done not in self.evaluator.steps:  # saved, then stopped before its evaluation
+                self._score(done, prefix)
+        self._last_step, self._latest = done, prefix
+        return done
 
-    def on_epoch_end(self, epoch, logs=None):
-        step = self.counter.step
+    def save(self, step: int) -> str | None:
+        if step == self._last_step:
+            return None
         # The optimizer's state first: a model.ckpt-<step> always has its state beside it.
         self.optimizer_state.save(step)
+        self._last_step = step
         if not self.chief:
-            return
+            return None
         prefix = save_tf1_checkpoint(
             self.model,
-            os.path.join(self.config.output_dir, f"{CHECKPOINT_PREFIX}-{step}"),
+            os.path.join(self.output_dir, f"{CHECKPOINT_PREFIX}-{step}"),
             global_step=step,
         )
         self.saved.append((step, prefix))
+        self._latest = prefix
         if self.evaluator is not None:
-            _score(self.evaluator, self.model, self.scoring_model, step, prefix)
+            self._score(step, prefix)
+        return prefix
 
+    def latest(self) -> str | None:
+        return self._latest
 
-def _score(evaluator, model, scoring_model, step: int, prefix: str) -> None:
-    if scoring_model is not None:
-        scoring_model.set_weights(model.get_weights())
-        model = scoring_model
-    evaluator.evaluate(model, step, prefix)
+    def _score(self, step: int, prefix: str) -> None:
+        model = self.model
+        if self.scoring_model is not None:
+            self.scoring_model.set_weights(model.get_weights())
+            model = self.scoring_model
+        self.evaluator.evaluate(model, step, prefix)
 
 
 def train(
@@ -145,63 +150,48 @@ def train(
 
 def _train(task, albert_config, evaluator, strategy, save_dir, chief) -> list[tuple[int, str]]:
     config = task.settings
-    resumed = resume.resume_point(task)
-    check_same_on_every_worker(
-        strategy,
-        resumed[0] if resumed else 0,
-        f"the step to resume from: every worker must see the chief's output_dir {config.output_dir}",
-    )
+    resumed = resume.resume_point(task)  # other settings than the run's: refused before any work
     if chief:
         os.makedirs(config.output_dir, exist_ok=True)
         albert_config.to_json_file(os.path.join(config.output_dir, "albert_config.json"))
-    with precision_policy(config):
-        keras.utils.set_random_seed(config.seed)
-        dataset, num_examples = task.train_dataset()
-        if is_multi_worker(strategy):
-            # A task's records are usually one file: each worker reads it all and keeps its
-            # part of every global batch, so the batches are those of one device.
-            options = tf.data.Options()
-            options.experimental_distribute.auto_shard_policy = (
-                tf.data.experimental.AutoShardPolicy.DATA
-            )
-            dataset = dataset.with_options(options)
-        with strategy.scope():
-            model = task.build_model(albert_config)
-            model.compile(
-                optimizer=create_optimizer(
-                    config.learning_rate,
-                    config.train_step,
-                    config.warmup_step,
-                    optimizer=config.optimizer,
-                ),
-                jit_compile=config.jit_compile,
-            )
-            model.optimizer.build(model.trainable_variables)
-        # Scoring on a model outside the strategy: its predictions need no other worker.
-        scoring_model = None
-        if evaluator is not None and is_multi_worker(strategy):
-            scoring_model = task.build_model(albert_config)
-        optimizer_state = resume.OptimizerState(model.optimizer, config.output_dir, save_dir)
-        done = 0
-        if resumed is not None:
-            done, prefix = resumed
-            task.load(model, prefix)
-            optimizer_state.restore(done)
-            logging.info("Resuming %s from %s (step %d)", task.name, prefix, done)
-            if evaluator is not None:
-                evaluator.restore(done)
-                if done not in evaluator.steps:  # saved, then stopped before its evaluation
-                    _score(evaluator, model, scoring_model, done, prefix)
-            dataset = dataset.skip(done)  # the batches an uninterrupted run would take next
-        elif config.init_checkpoint:
+    dtype = model_dtype(config)
+    keras.utils.set_random_seed(config.seed)
+    dataset, num_examples = task.train_dataset()
+    if is_multi_worker(strategy):
+        # A task's records are usually one file: each worker reads it all and keeps its part of
+        # every global batch, so the batches are those of one device.
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.DATA
+        )
+        dataset = dataset.with_options(options)
+    model = compile_model(
+        lambda: task.build_model(albert_config, dtype),
+        strategy,
+        jit_compile=config.jit_compile,
+        init_lr=config.learning_rate,
+        num_train_steps=config.train_step,
+        num_warmup_steps=config.warmup_step,
+        optimizer=config.optimizer,
+    )
+    # Scoring on a model outside the strategy: its predictions need no other worker.
+    scoring_model = None
+    if evaluator is not None and is_multi_worker(strategy):
+        scoring_model = task.build_model(albert_config, dtype)
+    checkpoints = TaskCheckpoints(task, model, resumed, evaluator, save_dir, chief, scoring_model)
+    done = resume_run(
+        checkpoints,
+        strategy,
+        f"the step to resume from: every worker must see the chief's output_dir {config.output_dir}",
+    )
+    if not done:
+        if config.init_checkpoint:
             task.initialize(model, config.init_checkpoint)
         else:
             logging.warning("No init_checkpoint: fine-tuning a randomly initialised model")
-        if chief:
-            resume.record_settings(task)
-        if done >= config.train_step:
-            logging.info("Already at step %d of %d: nothing to train", done, config.train_step)
-            return []
+    if chief:
+        resume.record_settings(task)
+    if done < config.train_step:
         logging.info(
             "Training %s: %d examples, steps %d..%d, batch %d over %d replica(s), lr %g, warmup %d",
             task.name,
@@ -213,18 +203,8 @@ def _train(task, albert_config, evaluator, strategy, save_dir, chief) -> list[tu
             config.learning_rate,
             config.warmup_step,
         )
-        counter = StepCounter(done, config.save_checkpoints_steps, 1)
-        callback = _CheckpointEveryN(
-            config, evaluator, optimizer_state, counter, chief, scoring_model
-        )
-        # One epoch per checkpoint interval; the callback stops the last one at `train_step`.
-        model.fit(
-            dataset,
-            epochs=math.ceil(config.train_step / config.save_checkpoints_steps),
-            initial_epoch=done // config.save_checkpoints_steps,
-            steps_per_epoch=config.save_checkpoints_steps,
-            callbacks=[counter, callback],
-            shuffle=False,
-            verbose=0,
-        )
-    return callback.saved
+    schedule = Schedule.of(config, config.train_step, shown_metrics={"accuracy": "acc"})
+    summary_dir = os.path.join(config.output_dir, "logs", "train") if chief else None
+    # The batches an uninterrupted run would take next.
+    harness_train(model, dataset.skip, done, schedule, checkpoints, summary_dir)
+    return checkpoints.saved

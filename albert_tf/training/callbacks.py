@@ -1,4 +1,5 @@
-"""Keras callbacks of a pretraining run: checkpoints, progress with ETA, summaries, stop rules."""
+"""Keras callbacks of a training run (`albert_tf.training.harness`): the step count, checkpoints,
+progress with ETA, summaries, stop rules."""
 
 from __future__ import annotations
 
@@ -54,37 +55,33 @@ class StepCounter(keras.callbacks.Callback):
 
 
 class CheckpointSaver(keras.callbacks.Callback):
-    """Saves a tf.train checkpoint (weights, optimizer slots) numbered by the step at the end of
-    every epoch.
-
-    An epoch is `save_checkpoints_steps` steps. `CheckpointManager` writes the files first and
-    the `checkpoint` state file last (by rename), so a killed run never points at a partial save.
+    """Saves a checkpoint numbered by the step at the end of every epoch (an epoch is
+    `save_checkpoints_steps` steps), unless the weights stopped being finite.
 
     Args:
-      manager: where and how many checkpoints are kept.
+      checkpoints: the run's `harness.CheckpointFormat` (its `save(step)` and `latest()`).
       counter: the run's step counter.
     """
 
-    def __init__(self, manager: tf.train.CheckpointManager, counter: StepCounter):
+    def __init__(self, checkpoints, counter: StepCounter):
         super().__init__()
-        self.manager, self.counter = manager, counter
+        self.checkpoints, self.counter = checkpoints, counter
 
     def on_epoch_end(self, epoch, logs=None):
         self.save()
 
     def save(self) -> str | None:
         step = self.counter.step
-        if self.manager.latest_checkpoint and self.manager.latest_checkpoint.endswith(f"-{step}"):
-            return None  # already saved at this step
         # A diverged update can make weights inf while the loss of that step was still finite:
         # never let such weights replace the last good checkpoint.
         if not all(bool(tf.reduce_all(tf.math.is_finite(v.value))) for v in self.model.weights):
             raise NonFiniteLossError(
                 f"weights became non-finite at step {step}; not saving. The last good checkpoint "
-                f"is {self.manager.latest_checkpoint or '(none saved yet)'}"
+                f"is {self.checkpoints.latest() or '(none saved yet)'}"
             )
-        path = self.manager.save(checkpoint_number=step)
-        logging.info("saved checkpoint %s", path)
+        path = self.checkpoints.save(step)
+        if path:
+            logging.info("saved checkpoint %s", path)
         return path
 
 
@@ -103,8 +100,10 @@ class StopAtStep(keras.callbacks.Callback):
 class TrainingMonitor(keras.callbacks.Callback):
     """Progress line with ETA, TensorBoard scalars, and the non-finite-loss stop.
 
-    Scalars: the model's metrics (loss, MLM/SOP loss and accuracy), learning rate, gradient norm
-    (before clipping) and examples/s, every `log_every_steps` steps of `counter`.
+    Scalars: the model's metrics (the loss: its mean since the last checkpoint; pretraining's
+    MLM/SOP loss and accuracy, a classifier's accuracy, ...), learning rate, gradient norm (before
+    clipping, when the optimizer reports it) and examples/s, every `log_every_steps` steps of
+    `counter`. The line shows the loss and `shown_metrics` ({log name: label}).
     """
 
     def __init__(
@@ -115,6 +114,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         log_every_steps: int,
         summary_dir: str | None,
         last_checkpoint=lambda: None,
+        shown_metrics: dict[str, str] | None = None,
     ):
         super().__init__()
         self.counter = counter
@@ -123,6 +123,7 @@ class TrainingMonitor(keras.callbacks.Callback):
         self.log_every_steps = max(1, log_every_steps)
         self.writer = tf.summary.create_file_writer(summary_dir) if summary_dir else None
         self.last_checkpoint = last_checkpoint
+        self.shown_metrics = dict(shown_metrics or {})
         self.history: list[dict] = []  # the scalars of every report, for callers and tests
 
     def on_train_begin(self, logs=None):
@@ -168,16 +169,19 @@ class TrainingMonitor(keras.callbacks.Callback):
             self.writer.flush()
         done = min(step / self.num_train_steps, 1.0)
         bar = "#" * int(done * 24) + "." * (24 - int(done * 24))
+        shown = "".join(
+            f"  {label} {scalars[name]:.4f}"
+            for name, label in self.shown_metrics.items()
+            if name in scalars
+        )
         logging.info(
-            "[%s] %5.1f%% step %d/%d  loss %.4f  mlm_acc %.4f  sop_acc %.4f  lr %.3g  "
-            "%.1f ex/s  ETA %s",
+            "[%s] %5.1f%% step %d/%d  loss %.4f%s  lr %.3g  %.1f ex/s  ETA %s",
             bar,
             100 * done,
             step,
             self.num_train_steps,
             scalars.get("loss", float("nan")),
-            scalars.get("masked_lm_accuracy", float("nan")),
-            scalars.get("sentence_order_accuracy", float("nan")),
+            shown,
             learning_rate,
             examples_per_second,
             _duration(remaining),

@@ -1,20 +1,19 @@
 """One pretraining run: the original `run_pretraining.py` recipe on Keras 3 + tf.distribute.
 
-Resumable (tf.train checkpoints of weights, optimizer slots and step), observable (progress line,
-TensorBoard scalars), and it ends with the model as `.keras` and as an original TF1 checkpoint.
+On the shared training harness (`albert_tf.training.harness`): resumable (tf.train checkpoints of
+weights, optimizer slots and step), observable (progress line, TensorBoard scalars); it ends with
+the model as `.keras` and as an original TF1 checkpoint.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import json
-import math
 import os
 import shutil
 import tempfile
 import warnings
 
-import keras
 import tensorflow as tf
 from absl import logging
 
@@ -24,8 +23,15 @@ from albert_tf.io import atomic_path, write_json
 from albert_tf.modeling.model import AlbertPretrainer
 from albert_tf.records import UNMASKED_FEATURE_NAMES
 from albert_tf.training import record_checks
-from albert_tf.training.callbacks import CheckpointSaver, StepCounter, StopAtStep, TrainingMonitor
-from albert_tf.training.distribution import check_same_on_every_worker, is_chief
+from albert_tf.training.distribution import is_chief
+from albert_tf.training.harness import (
+    Schedule,
+    TrainStateCheckpoints,
+    compile_model,
+    dtype_policy,
+    resume,
+    train,
+)
 from albert_tf.training.input_pipeline import (
     detect_masking,
     feature_spec,
@@ -34,9 +40,7 @@ from albert_tf.training.input_pipeline import (
     pretraining_dataset_fn,
     record_masking,
 )
-from albert_tf.training.optimization import create_optimizer
 from albert_tf.training.pretraining_options import (
-    MIXED_PRECISION_POLICIES,
     PretrainingOptions,
     SettingsError,
     masking_settings,
@@ -62,8 +66,6 @@ def run_pretraining(
     # Non-chief workers must save too (collective writes) but into a scratch directory.
     work_dir = o.output_dir if chief else tempfile.mkdtemp(prefix="albert_worker_")
     os.makedirs(work_dir, exist_ok=True)
-    previous_policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[o.mixed_precision])
     try:
         train_files, eval_files, skipped, masking = _checked_inputs(o, work_dir)
         # Failures are located with the features both kinds of records share when any is unmasked.
@@ -71,56 +73,45 @@ def run_pretraining(
         # Repaired copies are read as files; otherwise the patterns, globbed once per pipeline.
         train_source = train_files if o.skip_corrupt_records else o.input_file
         eval_source = (eval_files or train_files) if o.skip_corrupt_records else None
-        with strategy.scope():
-            model = AlbertPretrainer(config)
-            optimizer = create_optimizer(
-                o.learning_rate,
-                o.num_train_steps,
-                o.num_warmup_steps,
-                optimizer=o.optimizer,
-                poly_power=o.poly_power,
-                start_warmup_step=o.start_warmup_step,
-                gradient_accumulation_steps=(
-                    o.gradient_accumulation_steps if o.gradient_accumulation_steps > 1 else None
-                ),
-            )
-            model.compile(
-                optimizer=optimizer,
-                jit_compile=use_xla(o, strategy),
-                steps_per_execution=steps_per_execution(o),
-            )
-            model.optimizer.build(model.trainable_variables)
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-        manager = tf.train.CheckpointManager(
-            checkpoint, os.path.join(work_dir, "checkpoints"), max_to_keep=o.keep_checkpoint_max
+        model = compile_model(
+            lambda: AlbertPretrainer(config, dtype=dtype_policy(o.mixed_precision)),
+            strategy,
+            jit_compile=use_xla(o, strategy),
+            steps_per_execution=steps_per_execution(o),
+            init_lr=o.learning_rate,
+            num_train_steps=o.num_train_steps,
+            num_warmup_steps=o.num_warmup_steps,
+            optimizer=o.optimizer,
+            poly_power=o.poly_power,
+            start_warmup_step=o.start_warmup_step,
+            gradient_accumulation_steps=(
+                o.gradient_accumulation_steps if o.gradient_accumulation_steps > 1 else None
+            ),
         )
         # Every worker resumes from the chief's checkpoints (a multi-worker job's output_dir is
         # on a filesystem all workers share): a worker restoring anything else would train on
         # other weights than the chief's, its gradients still summed with the chief's.
-        latest = tf.train.latest_checkpoint(os.path.join(o.output_dir, "checkpoints"))
-        results = {"output_dir": o.output_dir, "resumed_from": latest}
-        if o.skip_corrupt_records:
-            results["skipped_records"] = skipped  # per input file, only those with any
-        # A checkpoint is numbered by the steps trained (`callbacks.StepCounter`).
-        step = int(latest.rsplit("-", 1)[1]) if latest else 0
-        if latest:
-            checkpoint.restore(latest).assert_existing_objects_matched()
-            logging.info("Resuming from %s at step %d", latest, step)
-        elif o.init_checkpoint:
-            load_initial_weights(model, o.init_checkpoint)
+        checkpoints = TrainStateCheckpoints(
+            model, work_dir, restore_dir=o.output_dir, max_to_keep=o.keep_checkpoint_max
+        )
         try:
-            check_same_on_every_worker(
+            step = resume(
+                checkpoints,
                 strategy,
-                step,
                 f"the step to resume from: every worker must see the chief's --output_dir "
                 f"{o.output_dir}",
             )
         except ValueError as error:
             raise SettingsError(str(error)) from error
+        results = {"output_dir": o.output_dir, "resumed_from": checkpoints.latest()}
+        if o.skip_corrupt_records:
+            results["skipped_records"] = skipped  # per input file, only those with any
+        if not step and o.init_checkpoint:
+            load_initial_weights(model, o.init_checkpoint)
         try:
             if o.do_train:
                 results["train_history"], step = _train(
-                    model, manager, o, strategy, work_dir, train_source, masking[0], step
+                    model, checkpoints, o, strategy, work_dir, train_source, masking[0], step
                 )
             results["global_step"] = step
             if o.do_eval:
@@ -147,7 +138,6 @@ def run_pretraining(
             )
         return results
     finally:
-        keras.config.set_dtype_policy(previous_policy)
         if not chief:
             shutil.rmtree(work_dir, ignore_errors=True)
 
@@ -237,7 +227,7 @@ def _checked_inputs(
 
 def _train(
     model,
-    manager,
+    checkpoints: TrainStateCheckpoints,
     o: PretrainingOptions,
     strategy,
     work_dir: str,
@@ -248,73 +238,49 @@ def _train(
     """Train from step `done` up to `num_train_steps` on `source` (patterns or files) of masked
     ("static") or unmasked ("dynamic") records; returns the monitor's reports (step, loss, lr,
     ...) and the step reached."""
-    if done >= o.num_train_steps:
-        logging.info("already at step %d of %d: nothing to train", done, o.num_train_steps)
-        return [], done
-    micro_batch = o.train_batch_size // o.gradient_accumulation_steps
-    if masking == "dynamic":
+
+    def batches_from(step: int):
+        return strategy.distribute_datasets_from_function(
+            pretraining_dataset_fn(
+                source,
+                o.max_seq_length,
+                o.max_predictions_per_seq,
+                o.train_batch_size // o.gradient_accumulation_steps,
+                is_training=True,
+                # Every applied update took `gradient_accumulation_steps` micro-batches.
+                start_step=step * o.gradient_accumulation_steps,
+                masking=masking,
+                seed=o.seed,
+                shuffle_buffer=o.shuffle_buffer,
+                dynamic_masking=masking_settings(o, model.config),
+            )
+        )
+
+    if done < o.num_train_steps:
+        if masking == "dynamic":
+            logging.info(
+                "masking unmasked records as they are read (masked_lm_prob %g, ngram %d, whole "
+                "words %s), masks continuing after step %d",
+                o.masked_lm_prob,
+                o.ngram,
+                o.do_whole_word_mask,
+                done,
+            )
         logging.info(
-            "masking unmasked records as they are read (masked_lm_prob %g, ngram %d, whole words "
-            "%s), masks continuing after step %d",
-            o.masked_lm_prob,
-            o.ngram,
-            o.do_whole_word_mask,
+            "training steps %d..%d, global batch %d (%d replica(s)%s), XLA %s",
             done,
+            o.num_train_steps,
+            o.train_batch_size,
+            strategy.num_replicas_in_sync,
+            f", {o.gradient_accumulation_steps} accumulation steps"
+            if o.gradient_accumulation_steps > 1
+            else "",
+            model.jit_compile,
         )
-    dataset = strategy.distribute_datasets_from_function(
-        pretraining_dataset_fn(
-            source,
-            o.max_seq_length,
-            o.max_predictions_per_seq,
-            micro_batch,
-            is_training=True,
-            # Every applied update took `gradient_accumulation_steps` micro-batches.
-            start_step=done * o.gradient_accumulation_steps,
-            masking=masking,
-            seed=o.seed,
-            shuffle_buffer=o.shuffle_buffer,
-            dynamic_masking=masking_settings(o, model.config),
-        )
-    )
-    counter = StepCounter(
-        done,
-        o.save_checkpoints_steps * o.gradient_accumulation_steps,
-        o.gradient_accumulation_steps,
-    )
-    saver = CheckpointSaver(manager, counter)
-    monitor = TrainingMonitor(
-        counter,
-        o.num_train_steps,
-        o.train_batch_size,
-        o.log_every_steps,
-        os.path.join(work_dir, "logs", "train"),
-        last_checkpoint=lambda: manager.latest_checkpoint,
-    )
-    epochs = math.ceil(o.num_train_steps / o.save_checkpoints_steps)
-    logging.info(
-        "training steps %d..%d, global batch %d (%d replica(s)%s), XLA %s",
-        done,
-        o.num_train_steps,
-        o.train_batch_size,
-        strategy.num_replicas_in_sync,
-        f", {o.gradient_accumulation_steps} accumulation steps"
-        if o.gradient_accumulation_steps > 1
-        else "",
-        model.jit_compile,
-    )
-    # shuffle=False: the records are shuffled by the input pipeline; Keras ignores `shuffle` for
-    # a dataset and only warns that it does.
-    model.fit(
-        dataset,
-        epochs=epochs,
-        initial_epoch=done // o.save_checkpoints_steps,
-        steps_per_epoch=o.save_checkpoints_steps * o.gradient_accumulation_steps,
-        callbacks=[counter, monitor, StopAtStep(o.num_train_steps, counter), saver],
-        verbose=0,
-        shuffle=False,
-    )
-    saver.save()  # the last, possibly partial, interval
-    return monitor.history, counter.step
+    shown = {"masked_lm_accuracy": "mlm_acc", "sentence_order_accuracy": "sop_acc"}
+    schedule = Schedule.of(o, o.num_train_steps, shown_metrics=shown)
+    summary_dir = os.path.join(work_dir, "logs", "train")
+    return train(model, batches_from, done, schedule, checkpoints, summary_dir)
 
 
 def evaluate(

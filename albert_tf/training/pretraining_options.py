@@ -9,9 +9,8 @@ import math
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
+from albert_tf.training.harness import MIXED_PRECISION_POLICIES
 from albert_tf.training.input_pipeline import MASKING_MODES, DynamicMasking
-
-MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
 @dataclasses.dataclass

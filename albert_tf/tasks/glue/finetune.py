@@ -119,11 +119,17 @@ class GlueFinetuneTask(TaskBase):
         super().__init__(settings, tokenizer)
         self.name = settings.task.name
 
-    def build_model(self, albert_config: AlbertConfig) -> AlbertClassifier:
-        """A fresh `AlbertClassifier` for the task."""
+    def build_model(
+        self, albert_config: AlbertConfig, dtype: str | None = None
+    ) -> AlbertClassifier:
+        """A fresh `AlbertClassifier` for the task, computing in `dtype`."""
         task = self.settings.task
         return AlbertClassifier(
-            albert_config, task.num_labels, regression=task.is_regression, seed=self.settings.seed
+            albert_config,
+            task.num_labels,
+            regression=task.is_regression,
+            seed=self.settings.seed,
+            dtype=dtype,
         )
 
     def _encode(self, split: str) -> EncodedSplit:

@@ -66,7 +66,8 @@ def make_dataset(
     seed: int = 0,
     dynamic_padding: bool = True,
 ) -> tf.data.Dataset:
-    """Batches of `input_ids, input_mask, segment_ids, label_ids`.
+    """Batches of (features `input_ids, input_mask, segment_ids`, `label_ids`), as `fit` and
+    `predict` take them.
 
     Training: shuffled (seeded, reshuffled each pass), repeated, remainder dropped (as the
     original). Otherwise in file order with a smaller last batch.
@@ -89,15 +90,15 @@ def make_dataset(
             ],
             0,
         )
-        return {
+        features = {
             "input_ids": row["ids"],
             "input_mask": tf.ones([length], tf.int32),
             "segment_ids": segment_ids,
-            "label_ids": row["label_ids"],
         }
+        return features, row["label_ids"]
 
     width = None if dynamic_padding else max_seq_length
-    shapes = {"input_ids": [width], "input_mask": [width], "segment_ids": [width], "label_ids": []}
+    shapes = ({"input_ids": [width], "input_mask": [width], "segment_ids": [width]}, [])
     dataset = dataset.map(unpack, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.padded_batch(batch_size, padded_shapes=shapes, drop_remainder=training).prefetch(
         tf.data.AUTOTUNE

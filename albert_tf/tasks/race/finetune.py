@@ -62,10 +62,15 @@ class RaceFinetuneTask(TaskBase):
 
     name = "race"
 
-    def build_model(self, albert_config: AlbertConfig) -> AlbertMultipleChoice:
-        """A fresh `AlbertMultipleChoice` (4 choices, the job's `dropout_prob`)."""
+    def build_model(
+        self, albert_config: AlbertConfig, dtype: str | None = None
+    ) -> AlbertMultipleChoice:
+        """A fresh `AlbertMultipleChoice` (4 choices, the job's `dropout_prob`) in `dtype`."""
         return AlbertMultipleChoice(
-            albert_config, dropout_prob=self.settings.dropout_prob, seed=self.settings.seed
+            albert_config,
+            dropout_prob=self.settings.dropout_prob,
+            seed=self.settings.seed,
+            dtype=dtype,
         )
 
     def _split_files(self, split: str) -> list[str]:

@@ -62,12 +62,11 @@ def _parse(seq_length: int):
 
     def parse(records):
         parsed = tf.io.parse_example(records, spec)
-        batch = {
+        features = {
             name: tf.reshape(tf.cast(parsed[name], tf.int32), [-1, NUM_CHOICES, seq_length])
             for name in INPUT_NAMES
         }
-        batch["label_ids"] = tf.cast(parsed["label_ids"], tf.int32)
-        return batch
+        return features, tf.cast(parsed["label_ids"], tf.int32)
 
     return parse
 
@@ -80,7 +79,8 @@ def race_dataset(
     seed: int = 0,
     num_records: int | None = None,
 ) -> tf.data.Dataset:
-    """Batches of `input_ids`, `input_mask`, `segment_ids` [B, 4, L] and `label_ids` [B].
+    """Batches of (features `input_ids`, `input_mask`, `segment_ids` [B, 4, L], `label_ids`
+    [B]), as `fit` and `predict` take them.
 
     Training: endless, shuffled (seeded), remainder dropped, as the original. Otherwise in file
     order, the last batch smaller; `num_records` lets Keras know where the data ends.

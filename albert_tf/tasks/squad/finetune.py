@@ -73,16 +73,16 @@ class SquadFinetuneTask(TaskBase):
         self._train_examples: list[SquadExample] | None = None
         self._predict_inputs: SquadPredictInputs | None = None
 
-    def build_model(self, albert_config: AlbertConfig) -> keras.Model:
-        """A fresh `AlbertSquadV1` or `AlbertSquadV2`, its pooler frozen: the span heads read the
-        sequence output only, so the pooler gets no gradient (the original skipped it in the
-        update too)."""
+    def build_model(self, albert_config: AlbertConfig, dtype: str | None = None) -> keras.Model:
+        """A fresh `AlbertSquadV1` or `AlbertSquadV2` in `dtype`, its pooler frozen: the span
+        heads read the sequence output only, so the pooler gets no gradient (the original
+        skipped it in the update too)."""
         c = self.settings
         if c.version == "v1":
-            model = AlbertSquadV1(albert_config, seed=c.seed)
+            model = AlbertSquadV1(albert_config, seed=c.seed, dtype=dtype)
         else:
             model = AlbertSquadV2(
-                albert_config, c.start_n_top, c.end_n_top, c.dropout_prob, seed=c.seed
+                albert_config, c.start_n_top, c.end_n_top, c.dropout_prob, seed=c.seed, dtype=dtype
             )
         model.backbone.get_layer("pooler").trainable = False
         return model
@@ -137,7 +137,11 @@ class SquadFinetuneTask(TaskBase):
         if count == 0:
             raise ValueError(f"{c.train_feature_file}: no training windows")
         dataset = squad_inputs.train_dataset(
-            c.train_feature_file, c.max_seq_length, c.train_batch_size, c.seed
+            c.train_feature_file,
+            c.max_seq_length,
+            c.train_batch_size,
+            c.seed,
+            teacher_forcing=c.version == "v2",
         )
         return dataset, count
 

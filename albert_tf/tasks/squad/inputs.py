@@ -104,13 +104,22 @@ def _parse(spec: dict, drop: Sequence[str] = ()):
     return parse
 
 
-def train_dataset(path: str, seq_length: int, batch_size: int, seed: int) -> tf.data.Dataset:
-    """Endless shuffled training batches (remainder dropped, as the original) of the model
-    inputs and labels."""
+def train_dataset(
+    path: str, seq_length: int, batch_size: int, seed: int, teacher_forcing: bool = False
+) -> tf.data.Dataset:
+    """Endless shuffled training batches (remainder dropped, as the original) as (features, labels):
+    the model inputs, and a dict of `LABEL_NAMES`. `teacher_forcing` (SQuAD v2's training graph
+    feeds the gold start to the end head) puts `start_positions` among the features too."""
+    features = (*INPUT_NAMES, "start_positions") if teacher_forcing else INPUT_NAMES
+
+    def split(batch):
+        return {k: batch[k] for k in features}, {k: batch[k] for k in LABEL_NAMES}
+
     dataset = tf.data.TFRecordDataset(path).repeat().shuffle(SHUFFLE_BUFFER, seed=seed)
     return (
         dataset.batch(batch_size, drop_remainder=True)
         .map(_parse(record_spec(seq_length, True), drop=("unique_ids",)))
+        .map(split)
         .prefetch(tf.data.AUTOTUNE)
     )
 
