@@ -18,6 +18,7 @@ from albert_tf.tasks.glue.finetune import FinetuneConfig
 from albert_tf.tasks.race.config import RaceConfig
 from albert_tf.tasks.squad.config import SquadConfig, with_schedule
 from albert_tf.training import harness
+from albert_tf.training.callbacks import NonFiniteLossError
 from tests.loss_scaling import overflowing
 from tests.model_configs import MICRO
 
@@ -134,6 +135,15 @@ def test_loop_trains_scores_predicts_and_exports_any_task(tmp_path):
         ("export", best),
     ]
     assert len((out / "answers.txt").read_text().split()) == 3
+    # The training harness's TensorBoard scalars, every `log_every_steps`.
+    steps, tags = set(), set()
+    for event_file in (out / "logs" / "train").iterdir():
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            if event.summary.value:
+                steps.add(event.step)
+            tags.update(v.tag for v in event.summary.value)
+    assert steps == {2, 4, 6}
+    assert tags >= {"loss", "accuracy", "learning_rate", "gradient_norm", "examples_per_second"}
 
     # Eval-only re-scores the saved checkpoints with the same figures.
     again = loop.run(HasSevenTask(settings), do_train=False, do_eval=True, do_predict=False)
@@ -212,6 +222,29 @@ def test_fp16_steps_whose_gradients_overflow_still_count_as_batches(tmp_path, mo
     assert float(resumed.models[0].optimizer.dynamic_scale.numpy()) == 2.0**34
     # Finished: a rerun trains nothing.
     assert loop.run(RecordingTask(settings), True, False, False)["checkpoints"] == []
+
+
+class DivergingTask(HasSevenTask):
+    """A regression whose scores turn NaN after the first 12 examples: the loss of step 4 is."""
+
+    def build_model(self, albert_config, dtype=None):
+        return AlbertClassifier(albert_config, num_labels=1, regression=True, dtype=dtype)
+
+    def train_dataset(self):
+        features, labels = contains_token_7(64, seed=0)
+        scores = np.where(np.arange(64) < 12, labels, np.nan).astype(np.float32)
+        data = tf.data.Dataset.from_tensor_slices((features, scores))
+        return data.repeat().batch(self.settings.train_batch_size, drop_remainder=True), 64
+
+
+def test_a_non_finite_loss_stops_fine_tuning_naming_the_last_good_checkpoint(tmp_path):
+    config_file = tmp_path / "albert_config.json"
+    AlbertConfig(**MICRO).to_json_file(config_file)
+    out = tmp_path / "out"
+    settings = Settings(str(out), albert_config_file=str(config_file))
+    with pytest.raises(NonFiniteLossError, match=f"at step 4.*is {out}/model.ckpt-3"):
+        loop.run(DivergingTask(settings), do_train=True, do_eval=False, do_predict=False)
+    assert [p.name for p in sorted(out.glob("model.ckpt-*.index"))] == ["model.ckpt-3.index"]
 
 
 @pytest.mark.parametrize("task", ["glue", "squad", "race"])

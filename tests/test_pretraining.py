@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertConfig
+from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.training.callbacks import NonFiniteLossError
 from albert_tf.training.distribution import build_strategy
@@ -173,6 +173,32 @@ def test_invalid_settings_name_the_flag(tmp_path):
             AlbertConfig(**TINY),
             build_strategy("one_device"),
         )
+
+
+def test_bf16_builds_the_model_in_bfloat16_and_leaves_the_global_policy(tmp_path, monkeypatch):
+    from albert_tf.training import pretraining
+
+    built = []
+
+    def recording(*args, **kwargs):
+        built.append(AlbertPretrainer(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(pretraining, "AlbertPretrainer", recording)
+    results = run_pretraining(
+        options(tmp_path, mixed_precision="bf16", num_train_steps=2, save_checkpoints_steps=2),
+        AlbertConfig(**TINY),
+        build_strategy("one_device"),
+    )
+    (model,) = built
+    assert model.dtype_policy.name == "mixed_bfloat16"
+    assert model.backbone.get_layer("embeddings").compute_dtype == "bfloat16"
+    assert {v.dtype for v in model.weights} == {"float32"}
+    assert np.isfinite([h["loss"] for h in results["train_history"]]).all()
+    assert keras.config.dtype_policy().name == "float32"
+    # The exported file reloads in float32, as any `.keras` file: the dtype is the run's.
+    exported = keras.saving.load_model(results["keras_model"])
+    assert exported.compute_dtype == "float32"
 
 
 def test_gradient_accumulation_trains_the_same_number_of_updates(tmp_path):
