@@ -34,10 +34,10 @@ def resolve_backbone(config, backbone, dtype) -> AlbertModel:
         raise ValueError(f"backbone must be an AlbertModel, got {type(backbone).__name__}")
     if config is not None and _as_config(config) != backbone.config:
         raise ValueError("config differs from the backbone's config: give one of them")
-    if dtype is not None and keras.dtype_policies.get(dtype).name != backbone.dtype_policy.name:
+    wanted, has = keras.dtype_policies.get(dtype).name, backbone.dtype_policy.name
+    if dtype is not None and wanted != has:
         raise ValueError(
-            f"dtype {keras.dtype_policies.get(dtype).name!r} differs from the backbone's "
-            f"{backbone.dtype_policy.name!r}: build the backbone with that dtype"
+            f"dtype {wanted!r} differs from the backbone's {has!r}: build it with that"
         )
     return backbone
 
@@ -127,9 +127,8 @@ class AlbertModel(ConfiguredModel):
 
     Args:
         config: the `AlbertConfig` (or its dict).
-        dtype: the Keras dtype policy of every layer, e.g. "mixed_bfloat16" (None: Keras's
-            global policy, float32 unless changed); variables stay float32.
-        name: the model's name.
+        dtype: the Keras dtype policy of every layer, e.g. "mixed_bfloat16" (None: Keras's global
+            policy, float32 unless changed); variables stay float32. name: the model's name.
 
     Example:
         >>> backbone = AlbertModel(AlbertConfig.from_preset("base"), dtype="mixed_bfloat16")
@@ -211,17 +210,12 @@ class AlbertPretrainer(ConfiguredModel):
 
     Called on a dict with `input_ids, input_mask, segment_ids, masked_lm_positions` it returns
     `sequence_output`, `pooled_output`, `mlm_logits` [B, P, V] and `sop_logits` [B, 2]. Trained with
-    `fit(dataset)` where each element is the feature dict of a pretraining TFRecord: the labels
-    (`masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`) are read from it, as the
-    original's one feature dict; the MLM loss is normalised over the global batch, which a
-    per-replica Keras `Loss` cannot do.
+    `fit(dataset)` where each element is the feature dict of a pretraining TFRecord, labels
+    (`masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`) included, as the original's;
+    the MLM loss is normalised over the global batch, which a per-replica Keras `Loss` cannot do.
 
     Args:
-        config: the backbone's `AlbertConfig` (or its dict); None when `backbone` is given.
-        backbone: an `AlbertModel` to train (None: a new one from `config`).
-        dtype: the Keras dtype policy of every layer (None: the backbone's, or Keras's global
-            policy for a new backbone).
-        name: the model's name.
+        config, backbone, dtype, name: as the task heads take them (`heads.task.AlbertTask`).
 
     Example:
         >>> pretrainer = AlbertPretrainer(config, dtype="mixed_bfloat16")
