@@ -15,7 +15,8 @@ builds `cls(**init_kwargs)` and checks, in order:
 4. TF1 names: every variable has its own original name, a saved TF1 checkpoint holds exactly
    `expected_tf1_names`, and loading it into a fresh model reproduces the weights and outputs.
 
-Each check is also a function of its own, for tests that need only one.
+Each check is also a function of its own, for tests that need only one. A test that runs check 3
+is marked `half_precision` (TensorFlow's own bfloat16 kernels: see .ci/run).
 """
 
 from __future__ import annotations

@@ -160,6 +160,7 @@ def test_keras_file_loads_in_safe_mode(tmp_path):
     )
 
 
+@pytest.mark.half_precision
 @pytest.mark.parametrize(
     "head_kwargs",
     [dict(num_labels=3, seed=1), dict(num_labels=1, regression=True)],

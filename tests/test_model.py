@@ -205,6 +205,7 @@ def test_dropout_only_in_training():
     )
 
 
+@pytest.mark.half_precision
 @pytest.mark.numerics
 def test_backbone_keeps_the_model_contract():
     config = AlbertConfig(**MICRO)
@@ -221,6 +222,7 @@ def test_backbone_keeps_the_model_contract():
     )
 
 
+@pytest.mark.half_precision
 @pytest.mark.numerics
 def test_pretrainer_keeps_the_model_contract():
     config = AlbertConfig(**MICRO_PARTLY_SHARED)

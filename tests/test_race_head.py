@@ -76,6 +76,7 @@ def test_reproduces_the_original_logits_and_loss():
     assert_close_to_scale(loss, expected["loss"], GOLDEN)
 
 
+@pytest.mark.half_precision
 def test_keeps_the_model_contract():
     cfg = AlbertConfig(**MICRO)
     flat = model_inputs(cfg, batch=8)

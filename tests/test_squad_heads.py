@@ -204,6 +204,7 @@ MICRO_LABELS = {
 
 
 # One fit step: the span heads read the sequence output only, so the pooler gets no gradient.
+@pytest.mark.half_precision
 @pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarning")
 def test_v1_keeps_the_model_contract():
     cfg = AlbertConfig(**MICRO)
@@ -219,6 +220,7 @@ def test_v1_keeps_the_model_contract():
     )
 
 
+@pytest.mark.half_precision
 @pytest.mark.filterwarnings("ignore:Gradients do not exist:UserWarning")
 def test_v2_keeps_the_model_contract():
     cfg = AlbertConfig(**MICRO)
