@@ -10,6 +10,10 @@ best span), `probability` (its softmax share of the n-best list) and the list it
 `best_span` (the best span's text whatever the null decision), `null_odds` and `no_answer`
 (null odds >= the threshold stored in the model, in which case `answer` is "").
 
+Memory follows what a request must hold: its contexts' code points, pieces and windows (linear in
+its text), one step of windows' activations (`qa_scoring`) and one step of candidate texts
+(`qa_answers.nbest_lists`); about 220 bytes per byte of context.
+
 The graph needs tensorflow-text ops (as the other text models), which the stock TF Serving model
 server links (`serving_ops`): the export checks that it uses no other add-on op.
 """
@@ -22,14 +26,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.export.qa_answers import (
-    FALLBACKS,
-    nbest_lists,
-    null_scores,
-    v1_candidates,
-    v2_candidates,
-)
+from albert_tf.export.qa_answers import FALLBACKS, nbest_lists, null_scores
 from albert_tf.export.qa_offsets import ContextPieces
+from albert_tf.export.qa_scoring import scored_candidates, windows_per_step
 from albert_tf.export.qa_windows import build_windows
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
@@ -112,6 +111,7 @@ class QaTextModel:
         settings.validate(self.max_seq_length)
         self.head, self.preprocessing, self.settings = head, preprocessing, settings
         self.pieces = ContextPieces(preprocessing)
+        self.windows_per_step = windows_per_step(head.config, self.max_seq_length)
 
     def __call__(self, questions: tf.Tensor, contexts: tf.Tensor) -> dict[str, tf.Tensor]:
         """string [B] questions and contexts -> the outputs named in the module docstring."""
@@ -128,21 +128,14 @@ class QaTextModel:
             tokenizer.cls_id,
             tokenizer.sep_id,
         )
-        names = self.head.signature_inputs["serving_default"]
-        scores = self.head.outputs("serving_default", {k: windows[k] for k in names})
-        if self.head.kind == "squad_v1":
-            candidates = v1_candidates(
-                windows,
-                scores["start_logits"],
-                scores["end_logits"],
-                settings.n_best_size,
-                settings.max_answer_length,
-            )
-        else:
-            candidates = v2_candidates(windows, scores, settings.max_answer_length)
-        nbest = nbest_lists(
-            candidates, contexts, pieces, settings.n_best_size, FALLBACKS[self.head.kind]
+        candidates, cls_logits = scored_candidates(
+            self.head,
+            windows,
+            settings.n_best_size,
+            settings.max_answer_length,
+            self.windows_per_step,
         )
+        nbest = nbest_lists(candidates, pieces, settings.n_best_size, FALLBACKS[self.head.kind])
         outputs = {
             "answer": nbest["nbest_text"][:, 0],
             "score": nbest["nbest_start_score"][:, 0] + nbest["nbest_end_score"][:, 0],
@@ -153,7 +146,7 @@ class QaTextModel:
             "nbest_size": nbest["nbest_size"],
         }
         if self.head.kind == "squad_v2":
-            odds = null_scores(windows, scores["cls_logits"], tf.shape(contexts, tf.int64)[0])
+            odds = null_scores(windows, cls_logits, tf.shape(contexts, tf.int64)[0])
             no_answer = odds >= settings.null_score_diff_threshold
             outputs["best_span"] = outputs["answer"]
             outputs["answer"] = tf.where(no_answer, "", outputs["answer"])
