@@ -12,7 +12,7 @@ best span), `probability` (its softmax share of the n-best list) and the list it
 
 Memory follows what a request must hold: its contexts' code points, pieces and windows (linear in
 its text), one step of windows' activations (`qa_scoring`) and one step of candidate texts
-(`qa_answers.nbest_lists`); about 220 bytes per byte of context (benchmarks/qa_serving_memory.py).
+(`qa_answers.nbest_lists`); about 250 bytes per byte of context (benchmarks/qa_serving_memory.py).
 Requests are checked before any work (`qa_inputs.checked_requests`): strings [B] of one batch
 size, valid UTF-8, and at most `max_context_bytes` of context (and of question) text in all.
 
@@ -37,8 +37,8 @@ from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
 QA_HEADS = ("squad_v1", "squad_v2")
 QA_SETTINGS_FILE = "qa_settings.json"  # the settings, beside the model's other assets
-# A request's memory grows with its text: about 220 bytes per byte of context above the loaded
-# model (benchmarks/qa_serving_memory.py), so a request at this limit stays near 1.2 GB. 5 MiB is
+# A request's memory grows with its text: about 250 bytes per byte of context above the loaded
+# model (benchmarks/qa_serving_memory.py), so a request at this limit stays near 1.3 GB. 5 MiB is
 # more text than any Wikipedia article and most books hold.
 DEFAULT_MAX_CONTEXT_BYTES = 5 * 2**20
 
