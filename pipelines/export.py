@@ -33,6 +33,7 @@ from absl import app, flags, logging
 
 _cli.import_tensorflow_quietly()  # the next line imports it, for --head's choices
 from albert_tf.export.heads import REGISTRY  # noqa: E402
+from albert_tf.export.qa_text import DEFAULT_MAX_CONTEXT_BYTES  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -105,6 +106,12 @@ flags.DEFINE_float(
     0.0,
     "SQuAD v2.0 text-in model: answer \"\" where the null odds are >= this (stored in the model).",
 )
+flags.DEFINE_integer(
+    "max_context_bytes",
+    DEFAULT_MAX_CONTEXT_BYTES,
+    "SQuAD text-in model: the most UTF-8 bytes of contexts (and of questions) one request may "
+    "hold, all its rows together; a request with more is rejected (stored in the model).",
+)
 flags.DEFINE_string(
     "qa_verification_file",
     None,
@@ -148,6 +155,7 @@ def main(argv):
                 max_answer_length=FLAGS.max_answer_length,
                 null_score_diff_threshold=FLAGS.null_score_diff_threshold,
                 verification_file=FLAGS.qa_verification_file,
+                max_context_bytes=FLAGS.max_context_bytes,
             )
         report = export_model(
             head,

@@ -18,19 +18,14 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.export.qa_offsets import whitespace_code_points
+from albert_tf.export.ragged_rows import first_at_or_after, last_at_or_before
 from albert_tf.tasks.squad.postprocess_v1 import V1_FALLBACK
 from albert_tf.tasks.squad.postprocess_v2 import NULL_SCORE_START, V2_FALLBACK
 
-
-def _whitespace_class() -> str:
-    return "[" + "".join(f"\\x{{{cp:x}}}" for cp in whitespace_code_points()) + "]"
-
-
-def strip_text(texts: tf.Tensor) -> tf.Tensor:
-    """`str.strip()` of each string: leading and trailing `str.isspace` characters removed."""
-    space = _whitespace_class()
-    return tf.strings.regex_replace(texts, f"^{space}+|{space}+$", "")
+# Texts made per step of the n-best loop, in code points (each candidate counting for
+# `CANDIDATE_CODE_POINTS` more): a few tens of MB of int32 code points, strings and keys.
+TEXT_CODE_POINTS_PER_STEP = 1 << 20
+CANDIDATE_CODE_POINTS = 16
 
 
 def span_candidates(
@@ -103,67 +98,117 @@ def v2_candidates(windows: dict, beam: dict, max_answer_length):
     )
 
 
+def _ranked(candidates: dict) -> dict[str, tf.Tensor]:
+    """The candidates grouped by question, each question's best (start + end score) first."""
+    score = candidates["start_score"] + candidates["end_score"]
+    by_score = tf.argsort(score, direction="DESCENDING", stable=True)
+    order = tf.gather(by_score, tf.argsort(tf.gather(candidates["example"], by_score), stable=True))
+    return {key: tf.gather(value, order) for key, value in candidates.items()}
+
+
+def _text_spans(ranked: dict, pieces: dict) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each candidate's stripped text as (first code point, count) in `pieces["codes"]`' flat
+    values: the context's characters from the start piece's first to the end piece's last, less
+    leading and trailing whitespace (count 0 for an empty text)."""
+    example = ranked["example"]
+    piece_base = tf.gather(pieces["start_char"].row_splits, example)
+    first = tf.gather(pieces["start_char"].flat_values, piece_base + ranked["piece_start"])
+    last = tf.gather(pieces["end_char"].flat_values, piece_base + ranked["piece_end"])
+    char_base = tf.gather(pieces["codes"].row_splits, example)
+    low = char_base + tf.cast(first, tf.int64)
+    high = char_base + tf.cast(last, tf.int64)
+    kept = ~pieces["is_space"].flat_values
+    text_start = first_at_or_after(kept, low, high)
+    text_end = last_at_or_before(kept, low, high)
+    return text_start, tf.where(text_start >= 0, text_end - text_start + 1, 0)
+
+
 def nbest_lists(
-    candidates: dict,
-    contexts: tf.Tensor,
-    pieces: dict,
-    n_best_size: int,
-    fallback: tuple[str, float, float],
+    candidates: dict, pieces: dict, n_best_size: int, fallback: tuple[str, float, float]
 ) -> dict[str, tf.Tensor]:
     """Each question's n-best list (see the module docstring), padded to `n_best_size`.
 
+    As the Python path, the ranked candidates are read in order, each question's until it has
+    `n_best_size` distinct texts; only the texts of one step's candidates (about
+    `TEXT_CODE_POINTS_PER_STEP` code points) and the lists so far are held at a time, so memory
+    does not grow with the candidates' total text (each window's candidates overlap).
+
     Args:
         candidates: from `span_candidates`.
-        contexts: string [B] the contexts, as given.
-        pieces: from `qa_offsets.ContextPieces` (`start_char`, `end_char`).
+        pieces: from `qa_offsets.ContextPieces` (`start_char`, `end_char`, `codes`, `is_space`).
         n_best_size: entries kept per question.
         fallback: (text, start score, end score) of a question with no candidate.
 
     Returns `nbest_text` string, `nbest_start_score`, `nbest_end_score`, `nbest_probability`
     float64 [B, n_best_size] and `nbest_size` int32 [B].
     """
-    num_examples = tf.shape(contexts, out_type=tf.int64)[0]
-    score = candidates["start_score"] + candidates["end_score"]
-    by_score = tf.argsort(score, direction="DESCENDING", stable=True)
-    order = tf.gather(by_score, tf.argsort(tf.gather(candidates["example"], by_score), stable=True))
-    ranked = {key: tf.gather(value, order) for key, value in candidates.items()}
+    codes = pieces["codes"]
+    num_examples = codes.nrows(out_type=tf.int64)
+    ranked = _ranked(candidates)
+    text_start, text_length = _text_spans(ranked, pieces)
     example = ranked["example"]
-    char_base = tf.gather(pieces["start_char"].row_splits, example)
-    first = tf.gather(pieces["start_char"].flat_values, char_base + ranked["piece_start"])
-    last = tf.gather(pieces["end_char"].flat_values, char_base + ranked["piece_end"])
-    text = tf.strings.substr(
-        tf.gather(contexts, example), first, tf.maximum(last - first + 1, 0), unit="UTF8_CHAR"
-    )
-    text = strip_text(text)
-    # The first candidate of each distinct (question, text), in ranked order.
-    key = tf.strings.join([tf.strings.as_string(example), text], separator="\x1f")
-    _, distinct = tf.unique(key, out_idx=tf.int64)
-    position = tf.range(tf.size(key, out_type=tf.int64))
-    first_seen = tf.math.unsorted_segment_min(position, distinct, tf.size(key, out_type=tf.int64))
-    is_first = tf.equal(tf.gather(first_seen, distinct), position)
-    kept = tf.cumsum(tf.cast(is_first, tf.int64))
-    example_base = tf.math.unsorted_segment_min(position, example, num_examples)
-    before_example = tf.gather(
-        tf.concat([[0], kept], 0),
-        tf.clip_by_value(tf.gather(example_base, example), 0, tf.size(kept, tf.int64)),
-    )
-    rank = kept - before_example - 1
-    keep = is_first & (rank < n_best_size)
-    where = tf.stack([tf.boolean_mask(example, keep), tf.boolean_mask(rank, keep)], 1)
+    num_candidates = tf.size(example, out_type=tf.int64)
+    cost = tf.cumsum(text_length + CANDIDATE_CODE_POINTS, exclusive=True)
     shape = tf.stack([num_examples, n_best_size])
-    sizes = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int32), example, num_examples)
-    empty = tf.equal(sizes, 0)[:, tf.newaxis] & tf.equal(tf.range(n_best_size), 0)[tf.newaxis, :]
 
-    def scattered(values, fallback_value, dtype):
-        dense = tf.scatter_nd(where, tf.boolean_mask(values, keep), tf.cast(shape, tf.int64))
-        return tf.where(empty, tf.constant(fallback_value, dtype), dense)
+    def step(low, text, start_score, end_score, count):
+        # [low, high): the next candidates, about TEXT_CODE_POINTS_PER_STEP code points of them.
+        high = tf.searchsorted(cost, [cost[low] + TEXT_CODE_POINTS_PER_STEP], out_type=tf.int64)
+        high = tf.maximum(high[0], low + 1)
+        ex = example[low:high]
+        active = tf.gather(count, ex) < n_best_size  # a full list reads no more texts
+        begin = tf.where(active, text_start[low:high], 0)
+        chars = tf.ragged.range(begin, begin + tf.where(active, text_length[low:high], 0))
+        texts = tf.strings.unicode_encode(
+            chars.with_flat_values(tf.gather(codes.flat_values, chars.flat_values)), "UTF-8"
+        )
+        # New: the first of its (question, text) among the lists so far and these candidates.
+        listed = tf.where(tf.range(n_best_size, dtype=tf.int64)[tf.newaxis, :] < count[:, None])
+        keys = tf.concat([_keys(listed[:, 0], tf.gather_nd(text, listed)), _keys(ex, texts)], 0)
+        _, distinct = tf.unique(keys, out_idx=tf.int64)
+        position = tf.range(tf.size(keys, out_type=tf.int64))
+        first_seen = tf.math.unsorted_segment_min(position, distinct, tf.size(keys, tf.int64))
+        mine = tf.shape(listed, out_type=tf.int64)[0]
+        is_new = active & tf.equal(tf.gather(first_seen, distinct[mine:]), position[mine:])
+        new = tf.cast(is_new, tf.int64)
+        before = tf.cumsum(new, exclusive=True)
+        local = tf.range(high - low)
+        question_first = tf.math.unsorted_segment_min(local, ex, num_examples)
+        rank = tf.gather(count, ex) + before - tf.gather(before, tf.gather(question_first, ex))
+        keep = is_new & (rank < n_best_size)
+        where = tf.stack([tf.boolean_mask(ex, keep), tf.boolean_mask(rank, keep)], 1)
 
+        def put(dense, values):
+            return tf.tensor_scatter_nd_update(dense, where, tf.boolean_mask(values, keep))
+
+        return (
+            high,
+            put(text, texts),
+            put(start_score, ranked["start_score"][low:high]),
+            put(end_score, ranked["end_score"][low:high]),
+            count + tf.math.unsorted_segment_sum(tf.cast(keep, tf.int64), ex, num_examples),
+        )
+
+    zeros = tf.zeros(shape, tf.float64)
+    _, text, start_score, end_score, count = tf.while_loop(
+        lambda low, *lists: (low < num_candidates) & tf.reduce_any(lists[-1] < n_best_size),
+        step,
+        (
+            tf.constant(0, tf.int64),
+            tf.fill(shape, ""),
+            zeros,
+            zeros,
+            tf.zeros(num_examples[None], tf.int64),
+        ),
+        parallel_iterations=1,
+    )
+    empty = tf.equal(count, 0)[:, tf.newaxis] & tf.equal(tf.range(n_best_size), 0)[tf.newaxis, :]
     nbest = {
-        "nbest_text": scattered(text, fallback[0], tf.string),
-        "nbest_start_score": scattered(ranked["start_score"], fallback[1], tf.float64),
-        "nbest_end_score": scattered(ranked["end_score"], fallback[2], tf.float64),
+        "nbest_text": tf.where(empty, fallback[0], text),
+        "nbest_start_score": tf.where(empty, tf.constant(fallback[1], tf.float64), start_score),
+        "nbest_end_score": tf.where(empty, tf.constant(fallback[2], tf.float64), end_score),
     }
-    size = tf.maximum(sizes, 1)
+    size = tf.maximum(tf.cast(count, tf.int32), 1)
     real = tf.range(n_best_size)[tf.newaxis, :] < size[:, tf.newaxis]
     total = nbest["nbest_start_score"] + nbest["nbest_end_score"]
     highest = tf.reduce_max(tf.where(real, total, tf.constant(-float("inf"), tf.float64)), 1)
@@ -171,6 +216,11 @@ def nbest_lists(
     nbest["nbest_probability"] = exps / tf.reduce_sum(exps, 1, keepdims=True)
     nbest["nbest_size"] = size
     return nbest
+
+
+def _keys(example: tf.Tensor, texts: tf.Tensor) -> tf.Tensor:
+    """One string per (question, text): equal exactly when both are."""
+    return tf.strings.join([tf.strings.as_string(example), texts], separator="\x1f")
 
 
 def null_scores(windows: dict, cls_logits: tf.Tensor, num_examples: tf.Tensor) -> tf.Tensor:

@@ -143,10 +143,12 @@ class ContextPieces:
     def __call__(self, contexts: tf.Tensor) -> dict[str, tf.Tensor]:
         """`contexts` string [B] -> `ids`, `start_char`, `end_char` int32 ragged [B, (pieces)];
         `aligned` bool [B] (False where the Python path skips the context: too little matched);
-        `num_chars` int32 [B] (the context's length in code points)."""
+        `num_chars` int32 [B] (the context's length in code points); `codes` int32 and
+        `is_space` bool ragged [B, (chars)] (its code points, and which are `str.isspace`)."""
         codes = tf.strings.unicode_decode(contexts, "UTF-8", errors="replace")
         num_chars = codes.row_lengths()
-        owners, leading_owner = self._owners_in_normalised(codes)
+        is_space = self._is_space(codes.flat_values) > 0
+        owners, leading_owner = self._owners_in_normalised(codes, is_space)
         normalised = self.preprocessing.normalize(contexts)
         n_codes, n_bytes = tf.strings.unicode_decode_with_offsets(
             normalised, "UTF-8", errors="replace"
@@ -178,9 +180,11 @@ class ContextPieces:
             "end_char": ids.with_flat_values(tf.cast(end_char, tf.int32)),
             "aligned": final["ok"] & consistent & (matched > 0) & enough,
             "num_chars": tf.cast(num_chars, tf.int32),
+            "codes": codes,
+            "is_space": codes.with_flat_values(is_space),
         }
 
-    def _owners_in_normalised(self, codes: tf.RaggedTensor):
+    def _owners_in_normalised(self, codes: tf.RaggedTensor, is_space: tf.Tensor):
         """Per character of the normalised text: the context character (row-local index) it can
         match, or -1, and the code point it must be to match; per row, the character the leading
         "▁" can match (the first space-like one of a leading whitespace run), or -1."""
@@ -188,7 +192,6 @@ class ContextPieces:
         rows = codes.value_rowids()
         index = tf.range(tf.size(flat, out_type=tf.int64))
         position = index - tf.gather(splits, rows)
-        is_space = self._is_space(flat) > 0
         single = self._single(flat)
         non_space = tf.cast(~is_space, tf.int64)
         seen = row_cumsum(non_space, splits, exclusive=False)
@@ -207,7 +210,8 @@ class ContextPieces:
         first_space = tf.math.unsorted_segment_min(
             tf.boolean_mask(candidate, is_space), tf.boolean_mask(run, is_space), num_runs
         )
-        run_match = tf.gather(first_space, tf.maximum(run, 0))
+        # The trailing `big` keeps the gather in range when no context has whitespace.
+        run_match = tf.gather(tf.concat([first_space, [big]], 0), tf.maximum(run, 0))
         run_match = tf.where(run_match == big, tf.constant(-1, tf.int64), run_match)
         owner = tf.where(
             is_space, run_match, tf.where(tf.equal(lengths, 1), position, tf.constant(-1, tf.int64))

@@ -10,6 +10,12 @@ best span), `probability` (its softmax share of the n-best list) and the list it
 `best_span` (the best span's text whatever the null decision), `null_odds` and `no_answer`
 (null odds >= the threshold stored in the model, in which case `answer` is "").
 
+Memory follows what a request must hold: its contexts' code points, pieces and windows (linear in
+its text), one step of windows' activations (`qa_scoring`) and one step of candidate texts
+(`qa_answers.nbest_lists`); about 250 bytes per byte of context (benchmarks/qa_serving_memory.py).
+Requests are checked before any work (`qa_inputs.checked_requests`): strings [B] of one batch
+size, valid UTF-8, and at most `max_context_bytes` of context (and of question) text in all.
+
 The graph needs tensorflow-text ops (as the other text models), which the stock TF Serving model
 server links (`serving_ops`): the export checks that it uses no other add-on op.
 """
@@ -22,19 +28,19 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.export.qa_answers import (
-    FALLBACKS,
-    nbest_lists,
-    null_scores,
-    v1_candidates,
-    v2_candidates,
-)
+from albert_tf.export.qa_answers import FALLBACKS, nbest_lists, null_scores
+from albert_tf.export.qa_inputs import checked_requests
 from albert_tf.export.qa_offsets import ContextPieces
+from albert_tf.export.qa_scoring import scored_candidates, windows_per_step
 from albert_tf.export.qa_windows import build_windows
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
 QA_HEADS = ("squad_v1", "squad_v2")
 QA_SETTINGS_FILE = "qa_settings.json"  # the settings, beside the model's other assets
+# A request's memory grows with its text: about 250 bytes per byte of context above the loaded
+# model (benchmarks/qa_serving_memory.py), so a request at this limit stays near 1.3 GB. 5 MiB is
+# more text than any Wikipedia article and most books hold.
+DEFAULT_MAX_CONTEXT_BYTES = 5 * 2**20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +55,8 @@ class QaSettings:
         null_score_diff_threshold: v2: "no answer" where null odds >= this.
         verification_file: a SQuAD json whose questions the exported model must answer like the
             Python path (besides `qa_verify.PROBE_QUESTIONS`); None: the probes only.
+        max_context_bytes: the most UTF-8 bytes of contexts (and of questions) one request may
+            hold, all its rows together; the model rejects a request with more (stored in it).
 
     Example:
         >>> QaSettings(doc_stride=128, max_query_length=64, null_score_diff_threshold=-0.5)
@@ -60,6 +68,7 @@ class QaSettings:
     max_answer_length: int = 30
     null_score_diff_threshold: float = 0.0
     verification_file: str | None = None
+    max_context_bytes: int = DEFAULT_MAX_CONTEXT_BYTES
 
     def validate(self, max_seq_length: int) -> None:
         """ValueError naming the first setting that cannot work at `max_seq_length`."""
@@ -78,6 +87,8 @@ class QaSettings:
                 f"n_best_size={self.n_best_size} and max_answer_length="
                 f"{self.max_answer_length} must be >= 1"
             )
+        if self.max_context_bytes < 1:
+            raise ValueError(f"max_context_bytes={self.max_context_bytes} must be >= 1")
         if not np.isfinite(self.null_score_diff_threshold):
             raise ValueError(f"null_score_diff_threshold={self.null_score_diff_threshold}")
         if self.verification_file and not os.path.isfile(self.verification_file):
@@ -112,6 +123,7 @@ class QaTextModel:
         settings.validate(self.max_seq_length)
         self.head, self.preprocessing, self.settings = head, preprocessing, settings
         self.pieces = ContextPieces(preprocessing)
+        self.windows_per_step = windows_per_step(head.config, self.max_seq_length)
 
     def __call__(self, questions: tf.Tensor, contexts: tf.Tensor) -> dict[str, tf.Tensor]:
         """string [B] questions and contexts -> the outputs named in the module docstring."""
@@ -128,21 +140,14 @@ class QaTextModel:
             tokenizer.cls_id,
             tokenizer.sep_id,
         )
-        names = self.head.signature_inputs["serving_default"]
-        scores = self.head.outputs("serving_default", {k: windows[k] for k in names})
-        if self.head.kind == "squad_v1":
-            candidates = v1_candidates(
-                windows,
-                scores["start_logits"],
-                scores["end_logits"],
-                settings.n_best_size,
-                settings.max_answer_length,
-            )
-        else:
-            candidates = v2_candidates(windows, scores, settings.max_answer_length)
-        nbest = nbest_lists(
-            candidates, contexts, pieces, settings.n_best_size, FALLBACKS[self.head.kind]
+        candidates, cls_logits = scored_candidates(
+            self.head,
+            windows,
+            settings.n_best_size,
+            settings.max_answer_length,
+            self.windows_per_step,
         )
+        nbest = nbest_lists(candidates, pieces, settings.n_best_size, FALLBACKS[self.head.kind])
         outputs = {
             "answer": nbest["nbest_text"][:, 0],
             "score": nbest["nbest_start_score"][:, 0] + nbest["nbest_end_score"][:, 0],
@@ -153,7 +158,7 @@ class QaTextModel:
             "nbest_size": nbest["nbest_size"],
         }
         if self.head.kind == "squad_v2":
-            odds = null_scores(windows, scores["cls_logits"], tf.shape(contexts, tf.int64)[0])
+            odds = null_scores(windows, cls_logits, tf.shape(contexts, tf.int64)[0])
             no_answer = odds >= settings.null_score_diff_threshold
             outputs["best_span"] = outputs["answer"]
             outputs["answer"] = tf.where(no_answer, "", outputs["answer"])
@@ -164,16 +169,12 @@ class QaTextModel:
         }
 
     def serving_function(self) -> tf.types.experimental.GenericFunction:
-        """`serving_default`: `question`, `context` string [B] -> the outputs (checked batch)."""
+        """`serving_default`: `question`, `context` string [B] -> the outputs (requests checked
+        by `qa_inputs.checked_requests`)."""
 
         def serve(question, context):
-            check = tf.debugging.assert_equal(
-                tf.shape(question),
-                tf.shape(context),
-                message="question and context must have the same batch size",
-            )
-            with tf.control_dependencies([check]):
-                return self(tf.identity(question), tf.identity(context))
+            question, context = checked_requests(question, context, self.settings.max_context_bytes)
+            return self(question, context)
 
         return tf.function(
             serve,

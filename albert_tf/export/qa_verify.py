@@ -172,6 +172,28 @@ def answer_differences(
     return problems
 
 
+def _requests(examples: list[SquadExample], max_context_bytes: int, size: int = 32):
+    """The examples in requests of up to `size` questions within the model's
+    `max_context_bytes`; and a failure for each example that no request can hold."""
+    batches, failures, batch, totals = [], [], [], [0, 0]
+    for example in examples:
+        sizes = [len(t.encode("utf-8")) for t in (example.question_text, example.paragraph_text)]
+        if max(sizes) > max_context_bytes:
+            failures.append(
+                f"question {example.qas_id!r}: {max(sizes)} bytes of text, more than "
+                f"max_context_bytes={max_context_bytes}"
+            )
+            continue
+        if batch and (
+            len(batch) == size or any(t + n > max_context_bytes for t, n in zip(totals, sizes))
+        ):
+            batches.append(batch)
+            batch, totals = [], [0, 0]
+        batch.append(example)
+        totals = [t + n for t, n in zip(totals, sizes)]
+    return batches + ([batch] if batch else []), failures
+
+
 def verify_qa_text_model(
     path: str, head, tokenizer: AlbertTokenizer, max_seq_length: int, settings: QaSettings
 ) -> dict:
@@ -185,18 +207,19 @@ def verify_qa_text_model(
         examples += read_squad_examples(settings.verification_file, is_training=False)
     expected = python_path_answers(head, tokenizer, examples, max_seq_length, settings)
     serve = tf.saved_model.load(path).signatures["serving_default"]
-    rows = []
-    for start in range(0, len(examples), 32):
-        batch = examples[start : start + 32]
-        rows.append(
-            serve(
-                question=tf.constant([e.question_text for e in batch]),
-                context=tf.constant([e.paragraph_text for e in batch]),
-            )
+    batches, failures = _requests(examples, settings.max_context_bytes)
+    rows = [
+        serve(
+            question=tf.constant([e.question_text for e in batch]),
+            context=tf.constant([e.paragraph_text for e in batch]),
         )
-    got = {k: np.concatenate([r[k].numpy() for r in rows]) for k in rows[0]}
-    threshold = settings.null_score_diff_threshold if head.kind == "squad_v2" else None
-    failures = answer_differences(expected, got, [e.qas_id for e in examples], threshold)
+        for batch in batches
+    ]
+    if rows:
+        got = {k: np.concatenate([r[k].numpy() for r in rows]) for k in rows[0]}
+        served = [e.qas_id for batch in batches for e in batch]
+        threshold = settings.null_score_diff_threshold if head.kind == "squad_v2" else None
+        failures += answer_differences(expected, got, served, threshold)
     failures += tf_serving_failures(path)
     return {"figures": {"num_questions": len(examples)}, "failures": failures}
 

@@ -41,6 +41,19 @@ def first_at_or_after(valid: tf.Tensor, low: tf.Tensor, high: tf.Tensor) -> tf.T
     return tf.where((found >= low) & (found <= high), found, -1)
 
 
+def last_at_or_before(valid: tf.Tensor, low: tf.Tensor, high: tf.Tensor) -> tf.Tensor:
+    """Per (low, high) pair of flat indices, the last index in [low, high] where `valid`, or -1."""
+    positions = tf.concat([[-1], tf.where(valid)[:, 0]], 0)
+    through = tf.cumsum(tf.cast(valid, tf.int64))
+    found = tf.gather(
+        positions,
+        tf.gather(
+            tf.concat([[0], through], 0), tf.clip_by_value(high + 1, 0, tf.size(valid, tf.int64))
+        ),
+    )
+    return tf.where((found >= low) & (found <= high), found, -1)
+
+
 def convert_index(
     values: tf.Tensor,
     splits: tf.Tensor,

@@ -27,6 +27,7 @@ from albert_tf import records
 from albert_tf.config import AlbertConfig
 from albert_tf.export.heads import POSITIONS, HeadSpec, head_spec
 from albert_tf.export.parity import ParityThresholds, merge_figures, parity_failures, parity_figures
+from albert_tf.export.qa_inputs import string_batch
 from albert_tf.export.serving_ops import non_stock_ops, tf_serving_failures
 from albert_tf.modeling.model import BACKBONE_INPUTS
 from albert_tf.training.input_pipeline import feature_spec
@@ -210,9 +211,10 @@ def text_functions(preprocessing, head: ServingHead | None) -> dict:
         return features if head is None else head.outputs("serving_default", features)
 
     def single(text):
-        return finish(preprocessing(text))
+        return finish(preprocessing(string_batch(text, "text")))
 
     def pairs(text_a, text_b):
+        text_a, text_b = string_batch(text_a, "text_a"), string_batch(text_b, "text_b")
         check = tf.debugging.assert_equal(
             tf.shape(text_a),
             tf.shape(text_b),

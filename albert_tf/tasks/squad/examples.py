@@ -81,6 +81,17 @@ def _field(record: object, key: str, kind: type, where: str) -> object:
     return value
 
 
+def _utf8_error(text: str) -> str | None:
+    """Why `text` has no UTF-8 form (a lone surrogate, which JSON's "\\ud800" escapes give), or
+    None. Its answers would be cut from it by character, as the text-in model refuses to do for
+    bytes that are not UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"is not valid UTF-8: a lone surrogate U+{ord(text[e.start]):04X} at character {e.start}"
+    return None
+
+
 def _answer_error(paragraph_text: str, answer: object, where: str) -> str | None:
     """Why a training answer cannot be used, or None: its text must sit at `answer_start`."""
     text = _field(answer, "text", str, where)
@@ -128,6 +139,10 @@ def read_squad(
                     raise SquadFormatError(f"{where_qa}: empty context")
                 if not question_text.strip():
                     raise SquadFormatError(f"{where_qa}: empty question")
+                for field, text in (("context", paragraph_text), ("question", question_text)):
+                    error = _utf8_error(text)
+                    if error is not None:
+                        raise SquadFormatError(f"{where_qa}: the {field} {error}")
                 if not is_training:
                     examples.append(SquadExample(qas_id, question_text, paragraph_text))
                     continue
