@@ -31,8 +31,9 @@ sys.path.insert(
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
 
-_cli.import_tensorflow_quietly()  # the next line imports it, for --head's choices
-from albert_tf.export.heads import REGISTRY  # noqa: E402
+# Neither loads TensorFlow: `--help` lists the heads and formats at once.
+from albert_tf.export.formats import REGISTRY as FORMATS
+from albert_tf.export.head_kinds import HEAD_KINDS
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -71,10 +72,7 @@ flags.DEFINE_integer(
 flags.DEFINE_list(
     "formats",
     ["saved_model", "tflite_fp32"],
-    "Any of saved_model, tflite_fp32, "
-    "tflite_fp16, tflite_int8_dynamic, tflite_int8 (static int8 matmuls, float "
-    "elsewhere: XNNPACK runs it whole), tflite_int8_integer_only (every op int8, "
-    "for integer-only accelerators).",
+    "Any of: " + "; ".join(f"{name}: {spec.summary}" for name, spec in FORMATS.items()) + ".",
 )
 flags.DEFINE_string(
     "representative_data",
@@ -85,8 +83,8 @@ flags.DEFINE_string(
 flags.DEFINE_enum(
     "head",
     "pretrainer",
-    list(REGISTRY),
-    " ".join(f"{name}: {spec.summary}" for name, spec in REGISTRY.items()),
+    list(HEAD_KINDS),
+    " ".join(f"{name}: {summary}" for name, summary in HEAD_KINDS.items()),
 )
 flags.DEFINE_integer("num_verification_examples", 256, "Examples every artifact is checked on.")
 flags.DEFINE_integer(
@@ -122,23 +120,17 @@ def main(argv):
     del argv
     from albert_tf.export import ExportConfig, ParityError, export_model, load_serving_head
     from albert_tf.export.qa_text import QA_HEADS, QaSettings
-    from albert_tf.export.task_checkpoints import TASK_HEADS, load_task_head
 
     if bool(FLAGS.keras_model) == bool(FLAGS.tf1_checkpoint):
         raise app.UsageError("give exactly one of --keras_model or --tf1_checkpoint")
     try:
-        if FLAGS.tf1_checkpoint and FLAGS.head in TASK_HEADS:
-            head = load_task_head(
-                FLAGS.head,
-                FLAGS.tf1_checkpoint,
-                FLAGS.albert_config_file,
-                start_n_top=FLAGS.start_n_top,
-                end_n_top=FLAGS.end_n_top,
-            )
-        else:
-            head = load_serving_head(
-                FLAGS.head, FLAGS.keras_model, FLAGS.tf1_checkpoint, FLAGS.albert_config_file
-            )
+        head = load_serving_head(
+            FLAGS.head,
+            FLAGS.keras_model,
+            FLAGS.tf1_checkpoint,
+            FLAGS.albert_config_file,
+            model_options={"start_n_top": FLAGS.start_n_top, "end_n_top": FLAGS.end_n_top},
+        )
         qa = None
         if FLAGS.head in QA_HEADS:
             qa = QaSettings(

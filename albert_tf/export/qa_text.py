@@ -192,7 +192,7 @@ def save_qa_text_model(model: QaTextModel, path: str, assets: dict[str, str]) ->
     (a captured resource must be tracked to be saved).
     """
     function = model.serving_function().get_concrete_function()
-    root = tf.__internal__.tracking.AutoTrackable()
+    root = tf.Module()
     root.model_variables = list({id(v): v for v in function.variables}.values())
     root.sentencepiece = model.pieces.sentencepiece_with_offsets
     for name, source in assets.items():
