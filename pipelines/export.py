@@ -15,13 +15,17 @@
 
 Writes `<output_dir>/<model_name>/<version>/` (TF Serving), `<model_name>_preprocessing/` and
 `<model_name>_text/` (with --spm_model_file; tf-text ops too, which stock TF Serving links),
-`<model_name>_tflite/<version>/` and `export_report_<model_name>_<version>.json`. Exits non-zero if
-anything failed verification (it is then not written; the report says why). With
---head=squad_v1/squad_v2 and --spm_model_file, `<model_name>_text/` is the text-in
-question-answering model (question, context -> answer; see albert_tf/export/qa_text.py).
+`<model_name>_tflite/<version>/` and `export_report_<model_name>_<version>.json`, all or nothing
+(albert_tf/export/publish.py): first it finishes or removes what a stopped export of the same
+--model_name left in --output_dir, saying so. Exits non-zero if anything failed verification (it is
+then not written; the report says why), with one line on bad input, a full disk or a refused
+write (status 1), and on SIGINT / SIGTERM (status 130 / 143). With --head=squad_v1/squad_v2 and
+--spm_model_file, `<model_name>_text/` is the text-in question-answering model (question, context
+-> answer; see albert_tf/export/qa_text.py).
 """
 
 import pathlib
+import signal
 import sys
 
 sys.path.insert(
@@ -116,11 +120,19 @@ flags.DEFINE_integer("end_n_top", 5, "SQuAD v2.0 from --tf1_checkpoint: ends kep
 flags.mark_flag_as_required("output_dir")
 
 
+def _stop(signum, frame):
+    """SIGTERM stops the export as Ctrl-C does: its staging directory is cleaned up on the way."""
+    del frame
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv):
     del argv
     from albert_tf.export import ExportConfig, ParityError, export_model, load_serving_head
     from albert_tf.export.qa_text import QA_HEADS, QaSettings
 
+    signal.signal(signal.SIGTERM, _stop)
     if bool(FLAGS.keras_model) == bool(FLAGS.tf1_checkpoint):
         raise app.UsageError("give exactly one of --keras_model or --tf1_checkpoint")
     try:
@@ -159,8 +171,13 @@ def main(argv):
                 qa=qa,
             ),
         )
-    except (ValueError, OSError, ParityError) as e:  # bad input or refused: no traceback
+    except (ValueError, OSError, ParityError) as e:  # bad input, refused, or storage: no traceback
         raise SystemExit(f"export failed: {e}") from None
+    except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (`_stop`)
+        name = e.args[0] if e.args else "SIGINT"
+        outcome = "; ".join(getattr(e, "__notes__", [])) or "stopped before anything was written"
+        sys.stderr.write(f"export interrupted by {name}: {outcome}\n")
+        sys.exit(128 + signal.Signals[name].value)
     for key, artifact in sorted(report["artifacts"].items()):
         logging.info("%s: %s (%d bytes)", key, artifact["path"], artifact["size_bytes"])
 

@@ -10,28 +10,26 @@ Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
                                                          int8_integer_only}.tflite
     export_report_<model_name>_<version>.json
 
-Everything is built in a staging directory beside them, checked, and renamed into place only once
-it meets its format's gate (`ParityThresholds`); a variant that does not is left out, with the
-reason in the report, and `ParityError` is raised after the verified rest has been written.
+Everything is built in one staging directory beside them, checked, and published all or nothing
+(`publish`): what meets its format's gate (`ParityThresholds`) is renamed into place, the report
+last; a variant that does not is left out, with the reason in the report, and `ParityError` is
+raised after the verified rest has been published.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import tempfile
 
 import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export import data as export_data
-from albert_tf.export import formats
+from albert_tf.export import formats, publish
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa_text import QaSettings
 from albert_tf.export.savedmodel import ServingHead
-from albert_tf.io import write_json
 from albert_tf.text.tokenization import AlbertTokenizer
 
 # Checked on every export with a tokenizer, whatever the data: empty, accented, digit-comma,
@@ -195,22 +193,34 @@ def _size_bytes(path: str) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
-def _build(job: formats.ExportJob, specs) -> dict[str, str]:
-    """Builds every format; returns {artifact: staged path} of those that passed."""
-    passed = {}
+def _build(job: formats.ExportJob, specs, staging: publish.Staging, places: dict) -> None:
+    """Builds every format, then stages each artifact that passed at its final place."""
     for spec in specs:
         for key, built in spec.build(job, spec).items():
             record = job.artifacts[key]
             record.setdefault("size_bytes", _size_bytes(built))
             if not record["failures"]:
-                passed[key] = built
-    return passed
+                staging.stage(places[key], built)
+                record["path"] = places[key]
+
+
+def _raise_one_line(error: BaseException, outcome: str):
+    """Raises `error` with `outcome` (what became of the staging directory): as one line naming
+    the path if the output filesystem refused a write (`publish.storage_error`), else as it is,
+    with `outcome` as a note."""
+    storage = publish.storage_error(error, outcome)
+    if storage is not None:
+        raise storage from None
+    error.add_note(outcome)
+    raise error
 
 
 def export_model(head: ServingHead, config: ExportConfig) -> dict:
     """Export `head` as `config` asks; returns the report (also written as json).
 
-    Raises ValueError on bad settings before writing anything, and `ParityError` (after writing
+    Raises ValueError on bad settings and OSError on output paths of the wrong kind or a version
+    already exported before writing anything; `publish.StorageError` (one line naming the path)
+    when the output filesystem is full or refuses a write, `ParityError` (after publishing
     everything that passed, and the report) when some artifacts failed verification.
     """
     config.validate(head.config)
@@ -223,21 +233,32 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
         for key in spec.artifacts
         if tokenizer is not None or key not in spec.text_artifacts
     }
-    report_path = destinations[formats.REPORT]
-    taken = [p for p in [*places.values(), report_path] if os.path.exists(p)]
-    if taken:
-        raise FileExistsError(f"already exported (choose another version): {taken}")
-    verification, calibration, texts, source = _examples(config, head, tokenizer)
-    if head.spec.adapt_examples is not None:  # the head's own inputs, made from these
-        verification = head.spec.adapt_examples(head.model, verification)
-        calibration = head.spec.adapt_examples(head.model, calibration)
-    logging.info("Verifying on %d examples from %s", export_data.num_examples(verification), source)
-    report = _report(config, head, verification, calibration, source)
-    os.makedirs(config.output_dir, exist_ok=True)
-    staging = tempfile.mkdtemp(
-        prefix=f".export-{config.model_name}-{config.version}-", dir=config.output_dir
+    name, version = config.model_name, config.version
+    version_directories = sorted(
+        {
+            destination.version_directory(config.output_dir, name, version)
+            for spec in specs
+            for key, destination in spec.artifacts.items()
+            if key in places
+        }
     )
+    report_path = destinations[formats.REPORT]
+    publish.check_output_paths(config.output_dir, version_directories, report_path)
     try:
+        staging = publish.Staging(
+            config.output_dir, name, version, [*version_directories, report_path]
+        )
+    except OSError as error:
+        _raise_one_line(error, f"nothing was written in {config.output_dir}")
+    try:
+        verification, calibration, texts, source = _examples(config, head, tokenizer)
+        if head.spec.adapt_examples is not None:  # the head's own inputs, made from these
+            verification = head.spec.adapt_examples(head.model, verification)
+            calibration = head.spec.adapt_examples(head.model, calibration)
+        logging.info(
+            "Verifying on %d examples from %s", export_data.num_examples(verification), source
+        )
+        report = _report(config, head, verification, calibration, source)
         job = formats.ExportJob(
             head=head,
             config=config,
@@ -246,17 +267,16 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
             calibration=calibration,
             texts=PROBE_TEXTS + texts,
             reference={n: head.keras_outputs(verification, n) for n in head.signature_inputs},
-            staging=staging,
+            staging=staging.path,
             artifacts=report["artifacts"],
         )
-        for key, staged in _build(job, specs).items():
-            os.makedirs(os.path.dirname(places[key]), exist_ok=True)
-            os.rename(staged, places[key])
-            report["artifacts"][key]["path"] = places[key]
-            logging.info("Wrote %s", places[key])
+        _build(job, specs, staging, places)
+        for path in staging.commit(report, report_path):
+            logging.info("Wrote %s", path)
+    except BaseException as error:
+        _raise_one_line(error, staging.abandon())
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    write_json(report_path, report)
+        staging.close()
     refused = {k: a["failures"] for k, a in report["artifacts"].items() if a["failures"]}
     if refused:
         raise ParityError(f"not written, failed verification: {refused} (report: {report_path})")
