@@ -71,6 +71,9 @@ def test_every_format_names_its_gate_destination_and_calibration():
         "tflite_int8",
         "tflite_int8_integer_only",
     ]
+    # The int8 formats quantize a tied table's dense use per tensor, so that one copy serves both.
+    tied = [n for n, s in formats.REGISTRY.items() if s.tflite and s.tflite.per_tensor_when_tied]
+    assert tied == ["tflite_int8_dynamic", "tflite_int8", "tflite_int8_integer_only"]
     assert formats.destinations("out", "m", 2) == {
         "saved_model": "out/m/2",
         "preprocessing": "out/m_preprocessing/2",

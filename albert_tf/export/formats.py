@@ -85,8 +85,11 @@ class TfliteRecipe:
         calibrated: activation ranges calibrated on representative examples, which the export
             then requires (`representative_data`).
         integer_only: every op int8 (TFLite's int8 builtins only).
-        keep_float_ops: calibrate, then quantize with these builtin ops left in float (and one
-            int8 copy of a tied embedding table); None: the converter quantizes on its own.
+        keep_float_ops: calibrate, then quantize with these builtin ops left in float; None: the
+            converter quantizes on its own.
+        per_tensor_when_tied: where the head ties a weight to another op (the MLM decoder is the
+            word-embedding table), quantize dense weights per tensor, not per output channel, so
+            that both uses can share one int8 copy (`tflite.convert`).
         mask_adder: what the source model adds to padded keys' attention scores; None: the
             model's own (`layers.MASK_ADDER`).
         post_process: steps (model bytes, `ExportJob`) -> model bytes, run in order on the
@@ -101,13 +104,9 @@ class TfliteRecipe:
     calibrated: bool = False
     integer_only: bool = False
     keep_float_ops: tuple[str, ...] | None = None
+    per_tensor_when_tied: bool = False
     mask_adder: float | None = None
     post_process: tuple[Callable[[bytes, Any], bytes], ...] = ()
-
-    @property
-    def int8_weights(self) -> bool:
-        """Whether weights become int8."""
-        return self.optimize and not self.float16_weights
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,20 +233,28 @@ TFLITE_INT8_DYNAMIC = tflite_format(
     "int8_dynamic",
     "TFLite, int8 weights, activations quantized per call: no calibration data",
     Int8Limit(),
-    TfliteRecipe(optimize=True),
+    TfliteRecipe(optimize=True, per_tensor_when_tied=True),
 )
 TFLITE_INT8 = tflite_format(
     "int8",
     "TFLite, static int8 matmuls calibrated on --representative_data, float elsewhere: "
     "XNNPACK runs it whole",
     Int8Limit(),
-    TfliteRecipe(optimize=True, calibrated=True, keep_float_ops=INT8_FLOAT_OPS),
+    TfliteRecipe(
+        optimize=True, calibrated=True, keep_float_ops=INT8_FLOAT_OPS, per_tensor_when_tied=True
+    ),
 )
 TFLITE_INT8_INTEGER_ONLY = tflite_format(
     "int8_integer_only",
     "TFLite, every op int8 (calibrated likewise): for integer-only accelerators",
     Int8Limit(),
-    TfliteRecipe(optimize=True, calibrated=True, integer_only=True, mask_adder=INT8_MASK_ADDER),
+    TfliteRecipe(
+        optimize=True,
+        calibrated=True,
+        integer_only=True,
+        per_tensor_when_tied=True,
+        mask_adder=INT8_MASK_ADDER,
+    ),
 )
 
 REGISTRY: dict[str, FormatSpec] = {

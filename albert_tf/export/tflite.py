@@ -52,7 +52,7 @@ def convert(
     `representative` (needed by calibrated recipes) yields (signature, {input: [1, ...] array})
     pairs.
     `shared_weights`: the model feeds one weight to a dense layer and to another op (the MLM
-    decoder is the word-embedding table, also read by GATHER). Recipes with int8 weights then
+    decoder is the word-embedding table, also read by GATHER). Recipes `per_tensor_when_tied` then
     quantize dense weights per tensor rather than per output channel, so that both uses can share
     one int8 copy (a second one of ALBERT-base's 3.8M-entry table takes the int8/fp32 size ratio
     from ~0.26 to ~0.34): the converter shares it as it converts dynamic-range models; a recipe
@@ -74,19 +74,18 @@ def convert(
         converter.target_spec.supported_types = [tf.float16]
     if recipe.calibrated:
         converter.representative_dataset = representative
+    per_tensor = shared_weights and recipe.per_tensor_when_tied
     if recipe.keep_float_ops is None:
-        if recipe.int8_weights:
-            converter._experimental_disable_per_channel_quantization_for_dense_layers = (
-                shared_weights
-            )
+        if recipe.per_tensor_when_tied:
+            converter._experimental_disable_per_channel_quantization_for_dense_layers = per_tensor
         return converter.convert()
     converter._experimental_calibrate_only = True  # float model + ranges, quantized below
     model = lite_convert.mlir_quantize(
         converter.convert(),
         denylisted_ops=list(recipe.keep_float_ops),
-        disable_per_channel_for_dense_layers=shared_weights,
+        disable_per_channel_for_dense_layers=per_tensor,
     )
-    return share_tied_embedding_table(model) if shared_weights else model
+    return share_tied_embedding_table(model) if per_tensor else model
 
 
 @contextlib.contextmanager
