@@ -182,7 +182,7 @@ def export_hub(backbone, examples, directory) -> dict[str, str]:
             convert(
                 saved_model,
                 ["serving_default"],
-                "tflite_int8",
+                FORMATS["tflite_int8"].tflite,
                 hub_representative(examples, "serving_default", inputs),
             )
         )
