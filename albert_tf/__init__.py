@@ -16,11 +16,19 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+def lazy_attributes(package: str, table: dict[str, str], defined: dict):
+    """`__getattr__` and `__dir__` (PEP 562) for `package`, whose names in `table` ({name: module})
+    are loaded from their module when first used; `defined` is the package's `globals()`."""
+
+    def __getattr__(name):
+        if name in table:
+            return getattr(importlib.import_module(table[name]), name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__():
+        return sorted([*defined, *table])
+
+    return __getattr__, __dir__
 
 
-def __dir__():
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

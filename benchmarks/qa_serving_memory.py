@@ -37,7 +37,7 @@ import dataclasses, sys
 code, fixtures, out, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 sys.path.insert(0, code)
 from albert_tf.export.qa_text import QaSettings, QaTextModel, save_qa_text_model
-from albert_tf.export.task_checkpoints import load_task_head
+from albert_tf.export.loading import load_serving_head
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
 spm = f"{fixtures}/albert_spm/30k-clean.model"
@@ -46,7 +46,7 @@ fields = {f.name for f in dataclasses.fields(QaSettings)}
 extra = {"max_context_bytes": limit} if "max_context_bytes" in fields else {}
 for kind in ("squad_v1", "squad_v2"):
     folder = f"{fixtures}/original_squad/{kind}_tiny"
-    head = load_task_head(kind, folder, folder + "/albert_config.json")
+    head = load_serving_head(kind, tf1_checkpoint=folder, albert_config_file=folder + "/albert_config.json")
     model = QaTextModel(head, preprocessing, QaSettings(32, 24, **extra))
     save_qa_text_model(model, f"{out}/{kind}", {"spm_model_file": spm})
 """

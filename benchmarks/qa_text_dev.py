@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from albert_tf.export.qa_text import QaSettings, QaTextModel, save_qa_text_model  # noqa: E402
 from albert_tf.export.qa_verify import verify_qa_text_model  # noqa: E402
-from albert_tf.export.task_checkpoints import load_task_head  # noqa: E402
+from albert_tf.export.loading import load_serving_head  # noqa: E402
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer  # noqa: E402
 from albert_tf.text.tokenization import AlbertTokenizer  # noqa: E402
 from benchmarks.machine import describe as describe_machine  # noqa: E402
@@ -52,7 +52,9 @@ def main() -> None:
         version, name = pair.split(":")
         kind = HEADS[version]
         folder = FIXTURES / "original_squad" / f"{kind}_tiny"
-        head = load_task_head(kind, str(folder), str(folder / "albert_config.json"))
+        head = load_serving_head(
+            kind, tf1_checkpoint=str(folder), albert_config_file=str(folder / "albert_config.json")
+        )
         settings = QaSettings(
             args.doc_stride,
             args.max_query_length,

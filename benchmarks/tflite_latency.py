@@ -40,20 +40,21 @@ from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints.keras_hub import to_keras_hub
 from albert_tf.export.data import examples_from_text
 from albert_tf.export.savedmodel import ServingHead
+from albert_tf.export.formats import REGISTRY as FORMATS
 from albert_tf.export.tflite import (
-    CALIBRATED_VARIANTS,
-    VARIANTS,
     batch1_runner,
     convert,
     interleaved_latency,
     non_builtin_ops,
     representative_dataset,
     save_fixed_shape_model,
-    source_mask_adder,
 )
+from albert_tf.modeling.layers import MASK_ADDER
 from albert_tf.text.tokenization import AlbertTokenizer
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+VARIANTS = tuple(name for name, spec in FORMATS.items() if spec.tflite is not None)
+CALIBRATED_VARIANTS = tuple(name for name in VARIANTS if FORMATS[name].calibrated)
 FLAGS = flags.FLAGS
 flags.DEFINE_enum(
     "preset",
@@ -90,6 +91,12 @@ HUB_QUANTIZATION = {
 }
 
 
+def source_mask_adder(variant: str) -> float:
+    """What the SavedModel `variant` converts from adds to padded keys' attention scores."""
+    adder = FORMATS[variant].tflite.mask_adder
+    return MASK_ADDER if adder is None else adder
+
+
 def albert_config() -> AlbertConfig:
     if FLAGS.preset == "smoke":
         return AlbertConfig.from_preset(
@@ -113,7 +120,7 @@ def export_ours(model, examples, directory) -> dict[str, str]:
     for variant in VARIANTS:
         tflite = convert(
             *sources[source_mask_adder(variant)],
-            variant,
+            FORMATS[variant].tflite,
             representative_dataset(head, examples) if variant in CALIBRATED_VARIANTS else None,
             shared_weights=True,
         )
@@ -175,7 +182,7 @@ def export_hub(backbone, examples, directory) -> dict[str, str]:
             convert(
                 saved_model,
                 ["serving_default"],
-                "tflite_int8",
+                FORMATS["tflite_int8"].tflite,
                 hub_representative(examples, "serving_default", inputs),
             )
         )
@@ -217,7 +224,7 @@ def export_dense_stack(config, directory) -> dict[str, str]:
                 convert(
                     source,
                     ["serving_default"],
-                    variant,
+                    FORMATS[variant].tflite,
                     representative if variant in CALIBRATED_VARIANTS else None,
                 )
             )

@@ -15,13 +15,17 @@
 
 Writes `<output_dir>/<model_name>/<version>/` (TF Serving), `<model_name>_preprocessing/` and
 `<model_name>_text/` (with --spm_model_file; tf-text ops too, which stock TF Serving links),
-`<model_name>_tflite/<version>/` and `export_report_<model_name>_<version>.json`. Exits non-zero if
-anything failed verification (it is then not written; the report says why). With
---head=squad_v1/squad_v2 and --spm_model_file, `<model_name>_text/` is the text-in
-question-answering model (question, context -> answer; see albert_tf/export/qa_text.py).
+`<model_name>_tflite/<version>/` and `export_report_<model_name>_<version>.json`, all or nothing
+(albert_tf/export/publish.py): first it finishes or removes what a stopped export of the same
+--model_name left in --output_dir, saying so. Exits non-zero if anything failed verification (it is
+then not written; the report says why), with one line on bad input, a full disk or a refused
+write (status 1), and on SIGINT / SIGTERM (status 130 / 143). With --head=squad_v1/squad_v2 and
+--spm_model_file, `<model_name>_text/` is the text-in question-answering model (question, context
+-> answer; see albert_tf/export/qa_text.py).
 """
 
 import pathlib
+import signal
 import sys
 
 sys.path.insert(
@@ -31,9 +35,10 @@ sys.path.insert(
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags, logging
 
-_cli.import_tensorflow_quietly()  # the next line imports it, for --head's choices
-from albert_tf.export.heads import REGISTRY  # noqa: E402
-from albert_tf.export.qa_text import DEFAULT_MAX_CONTEXT_BYTES  # noqa: E402
+# Neither loads TensorFlow: `--help` lists the heads and formats at once.
+from albert_tf.export.formats import REGISTRY as FORMATS
+from albert_tf.export.head_kinds import HEAD_KINDS
+from albert_tf.export.qa_limits import DEFAULT_MAX_CONTEXT_BYTES
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -72,10 +77,7 @@ flags.DEFINE_integer(
 flags.DEFINE_list(
     "formats",
     ["saved_model", "tflite_fp32"],
-    "Any of saved_model, tflite_fp32, "
-    "tflite_fp16, tflite_int8_dynamic, tflite_int8 (static int8 matmuls, float "
-    "elsewhere: XNNPACK runs it whole), tflite_int8_integer_only (every op int8, "
-    "for integer-only accelerators).",
+    "Any of: " + "; ".join(f"{name}: {spec.summary}" for name, spec in FORMATS.items()) + ".",
 )
 flags.DEFINE_string(
     "representative_data",
@@ -86,8 +88,8 @@ flags.DEFINE_string(
 flags.DEFINE_enum(
     "head",
     "pretrainer",
-    list(REGISTRY),
-    " ".join(f"{name}: {spec.summary}" for name, spec in REGISTRY.items()),
+    list(HEAD_KINDS),
+    " ".join(f"{name}: {summary}" for name, summary in HEAD_KINDS.items()),
 )
 flags.DEFINE_integer("num_verification_examples", 256, "Examples every artifact is checked on.")
 flags.DEFINE_integer(
@@ -125,27 +127,29 @@ flags.DEFINE_integer("end_n_top", 5, "SQuAD v2.0 from --tf1_checkpoint: ends kep
 flags.mark_flag_as_required("output_dir")
 
 
+def _stop(signum, frame):
+    """SIGTERM stops the export as Ctrl-C does: its staging directory is cleaned up on the way."""
+    del frame
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv):
     del argv
     from albert_tf.export import ExportConfig, ParityError, export_model, load_serving_head
     from albert_tf.export.qa_text import QA_HEADS, QaSettings
-    from albert_tf.export.task_checkpoints import TASK_HEADS, load_task_head
 
+    signal.signal(signal.SIGTERM, _stop)
     if bool(FLAGS.keras_model) == bool(FLAGS.tf1_checkpoint):
         raise app.UsageError("give exactly one of --keras_model or --tf1_checkpoint")
     try:
-        if FLAGS.tf1_checkpoint and FLAGS.head in TASK_HEADS:
-            head = load_task_head(
-                FLAGS.head,
-                FLAGS.tf1_checkpoint,
-                FLAGS.albert_config_file,
-                start_n_top=FLAGS.start_n_top,
-                end_n_top=FLAGS.end_n_top,
-            )
-        else:
-            head = load_serving_head(
-                FLAGS.head, FLAGS.keras_model, FLAGS.tf1_checkpoint, FLAGS.albert_config_file
-            )
+        head = load_serving_head(
+            FLAGS.head,
+            FLAGS.keras_model,
+            FLAGS.tf1_checkpoint,
+            FLAGS.albert_config_file,
+            model_options={"start_n_top": FLAGS.start_n_top, "end_n_top": FLAGS.end_n_top},
+        )
         qa = None
         if FLAGS.head in QA_HEADS:
             qa = QaSettings(
@@ -175,8 +179,13 @@ def main(argv):
                 qa=qa,
             ),
         )
-    except (ValueError, OSError, ParityError) as e:  # bad input or refused: no traceback
+    except (ValueError, OSError, ParityError) as e:  # bad input, refused, or storage: no traceback
         raise SystemExit(f"export failed: {e}") from None
+    except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (`_stop`)
+        name = e.args[0] if e.args else "SIGINT"
+        outcome = "; ".join(getattr(e, "__notes__", [])) or "stopped before anything was written"
+        sys.stderr.write(f"export interrupted by {name}: {outcome}\n")
+        sys.exit(128 + signal.Signals[name].value)
     for key, artifact in sorted(report["artifacts"].items()):
         logging.info("%s: %s (%d bytes)", key, artifact["path"], artifact["size_bytes"])
 

@@ -15,14 +15,15 @@ from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export import ExportConfig, ParityError, export_model, serving_head
-from albert_tf.export.parity import ParityThresholds, parity_failures
+from albert_tf.export.formats import parity_failures
+from albert_tf.export.loading import load_serving_head
+from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa_offsets import ContextPieces
 from albert_tf.export.qa_text import QaSettings
 from albert_tf.export.qa_verify import PROBE_QUESTIONS, answer_differences, python_path_answers
 from albert_tf.export.qa_windows import build_windows
 from albert_tf.export.savedmodel import serialize_examples
 from albert_tf.export.serving_ops import non_stock_ops, ops_tf_serving_lacks
-from albert_tf.export.task_checkpoints import load_task_head
 from albert_tf.export.task_signatures import p_mask_of, squad_v2_logits
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.squad.examples import SquadExample, read_squad_examples
@@ -116,7 +117,9 @@ def squad_examples():
 
 def tiny(kind):
     folder = RACE / "race_tiny" if kind == "race" else SQUAD / f"{kind}_tiny"
-    return load_task_head(kind, str(folder), str(folder / "albert_config.json"))
+    return load_serving_head(
+        kind, tf1_checkpoint=str(folder), albert_config_file=str(folder / "albert_config.json")
+    )
 
 
 def squad_features(name="features_eval_seq128_stride32_q24.json"):
@@ -488,9 +491,17 @@ def test_bad_requests_and_settings_are_clear_errors(exported, tmp_path):
             export_model(exported["heads"]["squad_v1"], config)
     assert not (tmp_path / "x").exists()
     with pytest.raises(ValueError, match="exports as one of"):
-        load_task_head("classifier", str(SQUAD / "squad_v1_tiny"), "albert_config.json")
+        load_serving_head(
+            "classifier",
+            tf1_checkpoint=str(SQUAD / "squad_v1_tiny"),
+            albert_config_file="albert_config.json",
+        )
     with pytest.raises(FileNotFoundError, match="albert_config_file not found"):
-        load_task_head("squad_v1", str(SQUAD / "squad_v1_tiny"), str(tmp_path / "none.json"))
+        load_serving_head(
+            "squad_v1",
+            tf1_checkpoint=str(SQUAD / "squad_v1_tiny"),
+            albert_config_file=str(tmp_path / "none.json"),
+        )
     config = AlbertConfig.from_json_file(SQUAD / "squad_v1_tiny" / "albert_config.json")
     with pytest.raises(ValueError, match="is no AlbertSquadV2"):
         serving_head("squad_v2", exported["heads"]["squad_v1"].model)

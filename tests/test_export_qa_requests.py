@@ -17,7 +17,7 @@ from albert_tf.export.qa_text import QaSettings, QaTextModel, save_qa_text_model
 from albert_tf.export.qa_verify import PROBE_QUESTIONS, answer_differences, python_path_answers
 from albert_tf.export.ragged_rows import first_at_or_after, last_at_or_before
 from albert_tf.export.savedmodel import save_with_signatures, text_functions
-from albert_tf.export.task_checkpoints import load_task_head
+from albert_tf.export.loading import load_serving_head
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.squad.examples import SquadExample, SquadFormatError, read_squad_examples
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
@@ -78,7 +78,12 @@ def preprocessing(tokenizer):
 @pytest.fixture(scope="module")
 def heads():
     folders = {kind: SQUAD / f"{kind}_tiny" for kind in ("squad_v1", "squad_v2")}
-    return {k: load_task_head(k, str(f), str(f / "albert_config.json")) for k, f in folders.items()}
+    return {
+        k: load_serving_head(
+            k, tf1_checkpoint=str(f), albert_config_file=str(f / "albert_config.json")
+        )
+        for k, f in folders.items()
+    }
 
 
 def examples_with_pieceless():

@@ -14,7 +14,8 @@ from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.export import ExportConfig, ParityError, export_model, serving_head
 from albert_tf.export.data import examples_from_text, random_examples
-from albert_tf.export.parity import ParityThresholds, parity_failures, parity_figures
+from albert_tf.export.formats import REGISTRY, parity_failures
+from albert_tf.export.parity import ParityThresholds, parity_figures
 from albert_tf.export.tflite import convert, non_builtin_ops, op_names
 from albert_tf.modeling import layers
 from albert_tf.text.tokenization import AlbertTokenizer
@@ -46,7 +47,7 @@ def test_non_builtin_ops_fail_conversion_and_are_detected(tmp_path):
     module.f = function
     tf.saved_model.save(module, str(tmp_path), signatures={"serving_default": function})
     with pytest.raises(Exception, match="TF Select ops: MatrixDeterminant"):
-        convert(str(tmp_path), ["serving_default"], "tflite_fp32")
+        convert(str(tmp_path), ["serving_default"], REGISTRY["tflite_fp32"].tflite)
     converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path))
     converter.target_spec.supported_ops = [
         tf.lite.OpsSet.TFLITE_BUILTINS,

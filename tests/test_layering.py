@@ -38,6 +38,10 @@ TENSORFLOW_FREE = (
     "albert_tf.text.ngrams",
     "albert_tf.text.pairs",
     "albert_tf.text.tokenization",
+    "albert_tf.export.formats",
+    "albert_tf.export.head_kinds",
+    "albert_tf.export.qa_limits",
+    "pipelines.export",
     "data_prep",
 )
 HEAVY = ("tensorflow", "keras", "keras_hub", "tensorflow_text")

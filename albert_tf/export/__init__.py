@@ -1,17 +1,12 @@
-"""Export stage: SavedModels for TF Serving and TFLite variants, checked against the Keras model."""
+"""Export stage: SavedModels for TF Serving and TFLite variants, checked against the Keras model.
 
-from albert_tf.export.pipeline import (
-    FORMATS,
-    PROBE_TEXTS,
-    ExportConfig,
-    ParityError,
-    export_model,
-    load_serving_head,
-    serving_head,
-)
+The format registry (`formats`) and the head kinds (`head_kinds`) load without TensorFlow; the
+names below load what they need when first used (PEP 562).
+"""
+
+from albert_tf import lazy_attributes
 
 __all__ = [
-    "FORMATS",
     "PROBE_TEXTS",
     "ExportConfig",
     "ParityError",
@@ -19,3 +14,14 @@ __all__ = [
     "load_serving_head",
     "serving_head",
 ]
+_LAZY = {
+    "PROBE_TEXTS": "albert_tf.export.pipeline",
+    "ExportConfig": "albert_tf.export.pipeline",
+    "ParityError": "albert_tf.export.pipeline",
+    "export_model": "albert_tf.export.pipeline",
+    "load_serving_head": "albert_tf.export.loading",
+    "serving_head": "albert_tf.export.loading",
+}
+
+
+__getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())

@@ -3,10 +3,12 @@
 A spec holds everything the export does differently per head: how a Keras model is checked for
 it, the signatures it serves (inputs, outputs, and how the model computes them), and which outputs
 the int8 parity gates read. `ServingHead`, `serving_head`, the parity figures and the TFLite
-conversion look the spec up; a new head is one more entry here (and its model). Heads whose inputs
-are not the three [batch, seq] ids (SQuAD v2's `p_mask`, RACE's [batch, choices, seq]) also say
-their shapes, how generic verification examples become theirs, and serve their own checked
-signatures (`task_signatures`); the SQuAD heads add a text-in question-answering model.
+conversion look the spec up, and `loading.load_serving_head` builds a head's model from an
+original TF1 checkpoint with it; a new head is one more entry here, its line in
+`head_kinds.HEAD_KINDS` (names and summaries, read without TensorFlow) and its model. Heads whose
+inputs are not the three [batch, seq] ids (SQuAD v2's `p_mask`, RACE's [batch, choices, seq]) also
+say their shapes and how generic verification examples become theirs (`task_signatures`); the
+SQuAD heads add a text-in question-answering model.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from collections.abc import Callable, Mapping
 import keras
 import numpy as np
 
+from albert_tf.checkpoints.tf1 import load_tf1_checkpoint
 from albert_tf.export import task_signatures as task
+from albert_tf.export.head_kinds import HEAD_KINDS
 from albert_tf.modeling.model import BACKBONE_INPUTS
 
 POSITIONS = "masked_lm_positions"
@@ -60,7 +64,6 @@ class HeadSpec:
 
     Args:
         name: the head kind (`--head`, the report's `head`).
-        summary: what it serves, for `--head`'s help.
         check: raises ValueError, naming what is missing, unless a Keras model can serve the head.
         signatures: {name: `Signature`}, in conversion order; `serving_default` takes the
             backbone's inputs first (`serve_examples` and the text models feed it those), then
@@ -72,8 +75,9 @@ class HeadSpec:
             None: [seq_length] for the three ids, [num_predictions] for `masked_lm_positions`.
         adapt_examples: (model, verification examples) -> the head's inputs made from them (the
             three [N, seq] ids and MLM positions); None: used as they are.
-        serving_functions: (head, max_seq_length) -> the ids SavedModel's functions; None: the
-            generic ones (`savedmodel.serving_functions`, three [batch, seq] ids).
+        from_tf1: (checkpoint, `AlbertConfig`, **model options) -> the model with every weight
+            loaded from an original TF1 checkpoint of this head (options it does not take are
+            ignored); None: exported from `.keras` files only.
         tflite_signatures: the signatures TFLite serves; None: all of `signatures`.
         text_models: (head, export config, tokenizer, assets, staging, artifacts) -> {artifact:
             staged path}: builds and verifies the head's own text-in SavedModels in place of the
@@ -81,18 +85,20 @@ class HeadSpec:
     """
 
     name: str
-    summary: str
     check: Callable[[keras.Model], None]
     signatures: Mapping[str, Signature]
     parity: ParityKeys
     shares_embedding_table: bool = False
     input_shapes: Callable[..., dict] | None = None
     adapt_examples: Callable[[keras.Model, dict], dict] | None = None
-    serving_functions: Callable[..., dict] | None = None
+    from_tf1: Callable[..., keras.Model] | None = None
     tflite_signatures: tuple[str, ...] | None = None
     text_models: Callable[..., dict] | None = None
+    summary: str = ""
 
     def __post_init__(self):
+        if not self.summary:
+            object.__setattr__(self, "summary", HEAD_KINDS.get(self.name, ""))
         default = self.signatures.get("serving_default")
         if default is None or default.inputs[: len(BACKBONE_INPUTS)] != BACKBONE_INPUTS:
             raise ValueError(f"head {self.name!r}: serving_default must take {BACKBONE_INPUTS}")
@@ -151,10 +157,14 @@ def _pretrainer_sop(model: keras.Model, features: dict) -> dict:
     return {"sop_logits": model.get_layer("seq_relationship")(encoded["pooled_output"])}
 
 
+def _pretrainer_from_tf1(checkpoint: str, config, **model_options) -> keras.Model:
+    del model_options  # none: the pretrainer's heads are fixed by the config
+    return load_tf1_checkpoint(checkpoint, config)
+
+
 # An `AlbertPretrainer`: `mlm_logits` [B, P, V] at `masked_lm_positions`, `sop_logits` [B, 2].
 PRETRAINER = HeadSpec(
     name="pretrainer",
-    summary="serves sequence/pooled outputs, mlm, sop.",
     check=_check_pretrainer,
     signatures={
         "serving_default": Signature(
@@ -165,6 +175,7 @@ PRETRAINER = HeadSpec(
     },
     parity=ParityKeys(top1="mlm_logits", cosine="pooled_output", top1_at_masked_positions=True),
     shares_embedding_table=True,
+    from_tf1=_pretrainer_from_tf1,
 )
 
 
@@ -194,7 +205,6 @@ def _classifier_default(model: keras.Model, features: dict) -> dict:
 # `probabilities` [B, C] (e.g. `AlbertClassifier`).
 CLASSIFIER = HeadSpec(
     name="classifier",
-    summary="a Keras model returning `probabilities`.",
     check=_check_classifier,
     signatures={
         "serving_default": Signature(BACKBONE_INPUTS, ("probabilities",), _classifier_default)
@@ -205,7 +215,6 @@ CLASSIFIER = HeadSpec(
 # `AlbertSquadV1` or any model like it: `start_logits`, `end_logits` [B, T] for every position.
 SQUAD_V1 = HeadSpec(
     name="squad_v1",
-    summary="SQuAD v1.1 start/end logits (a text-in QA model with --spm_model_file).",
     check=task.check_squad_v1,
     signatures={
         "serving_default": Signature(
@@ -213,13 +222,13 @@ SQUAD_V1 = HeadSpec(
         )
     },
     parity=ParityKeys(top1="start_logits", cosine="end_logits"),
+    from_tf1=task.squad_v1_from_tf1,
     text_models=task.qa_text_models,
 )
 
 # `AlbertSquadV2`: the beam from the ids and `p_mask`; TFLite serves the beam's logits.
 SQUAD_V2 = HeadSpec(
     name="squad_v2",
-    summary="SQuAD v2.0 beam and cls_logits, p_mask input (a text-in QA model likewise).",
     check=task.check_squad_v2,
     signatures={
         "serving_default": Signature(
@@ -233,7 +242,7 @@ SQUAD_V2 = HeadSpec(
     parity=ParityKeys(top1="start_logits", cosine="end_logits"),
     input_shapes=task.squad_v2_shapes,
     adapt_examples=task.squad_v2_examples,
-    serving_functions=task.serving_functions,
+    from_tf1=task.squad_v2_from_tf1,
     tflite_signatures=task.V2_TFLITE_SIGNATURES,
     text_models=task.qa_text_models,
 )
@@ -242,19 +251,25 @@ SQUAD_V2 = HeadSpec(
 # from probabilities; serving those too would make its outputs fit the classifier's parity keys).
 RACE = HeadSpec(
     name="race",
-    summary="RACE multiple choice: [batch, choices, seq] ids -> logits over the choices.",
     check=task.check_race,
     signatures={"serving_default": Signature(BACKBONE_INPUTS, ("logits",), task.race_default)},
     parity=ParityKeys(top1="logits", cosine="logits"),
     input_shapes=task.race_shapes,
     adapt_examples=task.race_examples,
-    serving_functions=task.serving_functions,
+    from_tf1=task.race_from_tf1,
 )
 
 REGISTRY: dict[str, HeadSpec] = {
     spec.name: spec for spec in (PRETRAINER, CLASSIFIER, SQUAD_V1, SQUAD_V2, RACE)
 }
 HEADS = tuple(REGISTRY)  # the kinds registered here (`--head`'s choices)
+# `loading.load_serving_head` builds this head from an original pretraining checkpoint; the other
+# heads with `from_tf1`, from fine-tuned ones.
+TF1_PRETRAINING_HEAD = "pretrainer"
+if HEADS != tuple(HEAD_KINDS):
+    raise ValueError(
+        f"registered heads {HEADS} differ from head_kinds.HEAD_KINDS {tuple(HEAD_KINDS)}"
+    )
 
 
 def head_spec(kind: str) -> HeadSpec:

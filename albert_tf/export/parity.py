@@ -1,4 +1,9 @@
-"""How closely an exported artifact must reproduce the Keras model, and the figures that say so."""
+"""How closely an exported artifact must reproduce the Keras model, and the figures that say so.
+
+`ParityThresholds` holds the numbers; `RelativeDiffLimit` and `Int8Limit` are the two kinds of gate,
+one of which each export format names (`formats.REGISTRY`). No TensorFlow: the format registry,
+which `pipelines/export.py --help` reads, is built on this module.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from albert_tf.export.heads import ParityKeys, parity_keys_of
 from albert_tf.tolerance import FLOAT32_EPS
-
-INT8_VARIANTS = ("tflite_int8_dynamic", "tflite_int8", "tflite_int8_integer_only")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,11 +62,12 @@ def parity_figures(
     reference: dict[str, np.ndarray],
     candidate: dict[str, np.ndarray],
     masked_lm_weights: np.ndarray,
-    keys: ParityKeys | None = None,
+    keys=None,
 ) -> dict[str, float]:
     """`max_abs_diff/<output>` and `max_abs/<output>` (its scale) for each output, plus
-    `top1_agreement` and `min_cosine`, `mean_cosine` where `reference` has the outputs `keys` name
-    (None: those of the registered head whose parity outputs `reference` has, if any)."""
+    `top1_agreement` and `min_cosine`, `mean_cosine` where `reference` has the outputs `keys` (a
+    `heads.ParityKeys`) name (None: those of the registered head whose parity outputs `reference`
+    has, if any)."""
     missing = sorted(set(reference) - set(candidate))
     if missing:
         raise KeyError(f"exported outputs lack {missing}; they have {sorted(candidate)}")
@@ -74,6 +77,9 @@ def parity_figures(
     }
     figures |= {f"max_abs/{k}": float(np.max(np.abs(v), initial=0.0)) for k, v in reference.items()}
     if keys is None:
+        # Imported here: the head registry needs TensorFlow, the limits above do not.
+        from albert_tf.export.heads import parity_keys_of
+
         keys = parity_keys_of(reference)
     if keys is None:
         return figures
@@ -98,11 +104,49 @@ def merge_figures(figures_list: list[dict[str, float]]) -> dict[str, float]:
     return merged
 
 
-def parity_failures(
-    kind: str, figures: dict[str, float], thresholds: ParityThresholds
-) -> list[str]:
-    """Why an artifact of `kind` (`saved_model` or a TFLite variant) fails; empty if it passes."""
-    if kind in INT8_VARIANTS:
+@dataclasses.dataclass(frozen=True)
+class RelativeDiffLimit:
+    """Every output within `ParityThresholds.<threshold>` per unit of its scale (max(1, max |output|)).
+
+    Args:
+        threshold: the `ParityThresholds` field that holds the limit (`fp16_relative_diff`, ...).
+
+    Example:
+        >>> RelativeDiffLimit("fp32_relative_diff").failures(figures, ParityThresholds())
+    """
+
+    threshold: str
+
+    def __post_init__(self):
+        if self.threshold not in {f.name for f in dataclasses.fields(ParityThresholds)}:
+            raise ValueError(f"{self.threshold!r} is no field of ParityThresholds")
+
+    def failures(self, figures: dict[str, float], thresholds: ParityThresholds) -> list[str]:
+        """Why `figures` (of `parity_figures`) fail this limit; empty if they pass."""
+        limit = getattr(thresholds, self.threshold)
+        failures = []
+        for key, value in figures.items():
+            if not key.startswith("max_abs_diff/"):
+                continue
+            output = key.split("/", 1)[1]
+            scale = max(1.0, figures.get(f"max_abs/{output}", 1.0))
+            if not value <= limit * scale:  # NaN fails
+                why = f" ({limit:g} x output scale {scale:.3g})" if scale > 1.0 else ""
+                failures.append(f"{output} max abs diff {value:.3g} > {limit * scale:.3g}{why}")
+        return failures
+
+
+@dataclasses.dataclass(frozen=True)
+class Int8Limit:
+    """Top-1 agreement and every example's cosine on the head's `ParityKeys` outputs, at least
+    `ParityThresholds.int8_min_top1_agreement` and `int8_min_cosine`.
+
+    Example:
+        >>> Int8Limit().failures(figures, ParityThresholds())
+    """
+
+    def failures(self, figures: dict[str, float], thresholds: ParityThresholds) -> list[str]:
+        """Why `figures` (of `parity_figures`) fail this limit; empty if they pass."""
         failures = []
         if not figures["top1_agreement"] >= thresholds.int8_min_top1_agreement:  # NaN fails
             failures.append(
@@ -114,18 +158,3 @@ def parity_failures(
                 f"min cosine {figures['min_cosine']:.5f} < {thresholds.int8_min_cosine}"
             )
         return failures
-    limit = {
-        "tflite_fp32": thresholds.fp32_relative_diff,
-        "tflite_fp16": thresholds.fp16_relative_diff,
-        "saved_model": thresholds.saved_model_relative_diff,
-    }[kind]
-    failures = []
-    for key, value in figures.items():
-        if not key.startswith("max_abs_diff/"):
-            continue
-        output = key.split("/", 1)[1]
-        scale = max(1.0, figures.get(f"max_abs/{output}", 1.0))
-        if not value <= limit * scale:  # NaN fails
-            why = f" ({limit:g} x output scale {scale:.3g})" if scale > 1.0 else ""
-            failures.append(f"{output} max abs diff {value:.3g} > {limit * scale:.3g}{why}")
-    return failures

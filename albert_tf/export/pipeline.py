@@ -1,4 +1,4 @@
-"""Export a model (any head of `heads.REGISTRY`) for TF Serving and TFLite, verified against it.
+"""Export a model (any head of `heads.REGISTRY`) in any formats of `formats.REGISTRY`, verified.
 
 Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
 
@@ -10,38 +10,28 @@ Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
                                                          int8_integer_only}.tflite
     export_report_<model_name>_<version>.json
 
-Everything is built in a staging directory beside them, checked, and renamed into place only once
-it meets its `ParityThresholds`; a variant that does not is left out, with the reason in the
-report, and `ParityError` is raised after the verified rest has been written.
+Everything is built in one staging directory beside them, checked, and published all or nothing
+(`publish`): what meets its format's gate (`ParityThresholds`) is renamed into place, the report
+last; a variant that does not is left out, with the reason in the report, and `ParityError` is
+raised after the verified rest has been published.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import tempfile
 
-import keras
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints.tf1 import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export import data as export_data
-from albert_tf.export.heads import head_spec
+from albert_tf.export import formats, publish
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa_text import QaSettings
-from albert_tf.io import write_json
-from albert_tf.export.savedmodel import ServingHead, build_saved_models
-from albert_tf.export.tflite import CALIBRATED_VARIANTS, VARIANTS, build_tflite_variants
-from albert_tf.modeling.model import AlbertModel
-from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
+from albert_tf.export.savedmodel import ServingHead
 from albert_tf.text.tokenization import AlbertTokenizer
 
-FORMATS = ("saved_model", *VARIANTS)
-# `load_tf1_checkpoint` builds an `AlbertPretrainer` from an original pretraining checkpoint.
-TF1_CHECKPOINT_HEAD = "pretrainer"
 # Checked on every export with a tokenizer, whatever the data: empty, accented, digit-comma,
 # quote/whitespace normalisation, and texts far over any max_seq_length (truncated).
 PROBE_TEXTS = [
@@ -84,9 +74,11 @@ class ExportConfig:
 
     def validate(self, albert_config: AlbertConfig) -> None:
         """Raise ValueError on the first setting that cannot work with `albert_config`."""
-        unknown = [f for f in self.formats if f not in FORMATS]
-        if unknown or not self.formats:
-            raise ValueError(f"formats must be a non-empty subset of {FORMATS}, got {self.formats}")
+        registered = tuple(formats.REGISTRY)
+        if not self.formats or any(f not in registered for f in self.formats):
+            raise ValueError(
+                f"formats must be a non-empty subset of {registered}, got {self.formats}"
+            )
         if not self.model_name or os.sep in self.model_name or self.model_name.startswith("."):
             raise ValueError(f"model_name must be a plain directory name, got {self.model_name!r}")
         if not isinstance(self.version, int) or self.version < 1:
@@ -106,7 +98,7 @@ class ExportConfig:
             )
         if self.qa is not None:
             self.qa.validate(self.max_seq_length)
-        if calibrated := [f for f in self.formats if f in CALIBRATED_VARIANTS]:
+        if calibrated := [f for f in self.formats if formats.REGISTRY[f].calibrated]:
             if not self.representative_data:
                 raise ValueError(
                     f"{', '.join(calibrated)}: calibrated on real inputs, so "
@@ -114,75 +106,8 @@ class ExportConfig:
                 )
 
     def destinations(self) -> dict[str, str]:
-        """Final path of each artifact this config may write, by key."""
-        out, name, version = self.output_dir, self.model_name, str(self.version)
-        paths = {
-            "saved_model": os.path.join(out, name, version),
-            "preprocessing": os.path.join(out, f"{name}_preprocessing", version),
-            "text": os.path.join(out, f"{name}_text", version),
-            "report": os.path.join(out, f"export_report_{name}_{version}.json"),
-        }
-        for variant in VARIANTS:
-            paths[variant] = os.path.join(
-                out, f"{name}_tflite", version, f"{name}_{variant.removeprefix('tflite_')}.tflite"
-            )
-        return paths
-
-
-def _albert_config_of(model: keras.Model) -> AlbertConfig | None:
-    """The config of `model` or of the first `AlbertModel` nested in it."""
-    if isinstance(getattr(model, "config", None), AlbertConfig):
-        return model.config
-    for layer in getattr(model, "layers", []):
-        config = _albert_config_of(layer) if isinstance(layer, (AlbertModel, keras.Model)) else None
-        if config is not None:
-            return config
-    return None
-
-
-def serving_head(
-    kind: str, model: keras.Model, albert_config_file: str | None = None
-) -> ServingHead:
-    """Wrap `model` as `kind` after checking it has what that head serves (see `heads.REGISTRY`)."""
-    spec = head_spec(kind)
-    config = _albert_config_of(model)
-    if config is None and albert_config_file:
-        config = AlbertConfig.from_json_file(albert_config_file)
-    if config is None:
-        raise ValueError(
-            f"{model.name} holds no AlbertModel to read the ALBERT config from; "
-            "give albert_config_file"
-        )
-    spec.check(model)
-    return ServingHead(kind, model, config)
-
-
-def load_serving_head(
-    kind: str,
-    keras_model: str | None = None,
-    tf1_checkpoint: str | None = None,
-    albert_config_file: str | None = None,
-) -> ServingHead:
-    """The model to export: a `.keras` file (any registered head), or an original TF1
-    pretraining checkpoint with its `albert_config.json`."""
-    if bool(keras_model) == bool(tf1_checkpoint):
-        raise ValueError("give exactly one of keras_model or tf1_checkpoint")
-    if tf1_checkpoint:
-        if kind != TF1_CHECKPOINT_HEAD:
-            raise ValueError(
-                f"a TF1 checkpoint exports as head={TF1_CHECKPOINT_HEAD}; export fine-tuned "
-                "classifiers from their .keras file"
-            )
-        if not albert_config_file:
-            raise ValueError("tf1_checkpoint needs albert_config_file")
-        return serving_head(kind, load_tf1_checkpoint(tf1_checkpoint, albert_config_file))
-    import albert_tf.modeling  # noqa: F401  (registers every model class for load_model)
-
-    if not os.path.isfile(keras_model):
-        raise FileNotFoundError(f"Keras model file not found: {keras_model}")
-    return serving_head(
-        kind, keras.saving.load_model(keras_model, compile=False), albert_config_file
-    )
+        """Final path of each artifact this config may write, by key (`report`: the report)."""
+        return formats.destinations(self.output_dir, self.model_name, self.version)
 
 
 def _tokenizer(config: ExportConfig, albert_config: AlbertConfig) -> AlbertTokenizer | None:
@@ -243,46 +168,8 @@ def _examples(config: ExportConfig, head: ServingHead, tokenizer):
     return verification, calibration, texts[:verify], source
 
 
-def _write_assets(directory: str, head: ServingHead, config: ExportConfig) -> dict[str, str]:
-    os.makedirs(directory)
-    head.config.to_json_file(os.path.join(directory, "albert_config.json"))
-    assets = {"albert_config_file": os.path.join(directory, "albert_config.json")}
-    if config.spm_model_file:
-        with open(os.path.join(directory, "do_lower_case.txt"), "w", encoding="utf-8") as f:
-            f.write(f"{str(config.do_lower_case).lower()}\n")
-        assets["do_lower_case_file"] = os.path.join(directory, "do_lower_case.txt")
-        assets["spm_model_file"] = shutil.copy(config.spm_model_file, directory)
-    return assets
-
-
-def export_model(head: ServingHead, config: ExportConfig) -> dict:
-    """Export `head` as `config` asks; returns the report (also written as json).
-
-    Raises ValueError on bad settings before writing anything, and `ParityError` (after writing
-    everything that passed, and the report) when some artifacts failed verification.
-    """
-    config.validate(head.config)
-    tokenizer = _tokenizer(config, head.config)
-    destinations = config.destinations()
-    taken = [
-        p
-        for k, p in destinations.items()
-        if os.path.exists(p)
-        and (
-            k in config.formats
-            or k == "report"
-            or (k in ("preprocessing", "text") and tokenizer and "saved_model" in config.formats)
-        )
-    ]
-    if taken:
-        raise FileExistsError(f"already exported (choose another version): {taken}")
-    verification, calibration, texts, source = _examples(config, head, tokenizer)
-    if head.spec.adapt_examples is not None:  # the head's own inputs, made from these
-        verification = head.spec.adapt_examples(head.model, verification)
-        calibration = head.spec.adapt_examples(head.model, calibration)
-    logging.info("Verifying on %d examples from %s", export_data.num_examples(verification), source)
-    reference = {name: head.keras_outputs(verification, name) for name in head.signature_inputs}
-    report = {
+def _report(config: ExportConfig, head: ServingHead, verification, calibration, source) -> dict:
+    return {
         "model_name": config.model_name,
         "version": config.version,
         "head": head.kind,
@@ -298,73 +185,99 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
         "thresholds": dataclasses.asdict(config.thresholds),
         "artifacts": {},
     }
-    os.makedirs(config.output_dir, exist_ok=True)
-    staging = tempfile.mkdtemp(
-        prefix=f".export-{config.model_name}-{config.version}-", dir=config.output_dir
+
+
+def _size_bytes(path: str) -> int:
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def _build(job: formats.ExportJob, specs, staging: publish.Staging, places: dict) -> None:
+    """Builds every format, then stages each artifact that passed at its final place."""
+    for spec in specs:
+        for key, built in spec.build(job, spec).items():
+            record = job.artifacts[key]
+            record.setdefault("size_bytes", _size_bytes(built))
+            if not record["failures"]:
+                staging.stage(places[key], built)
+                record["path"] = places[key]
+
+
+def _raise_one_line(error: BaseException, outcome: str):
+    """Raises `error` with `outcome` (what became of the staging directory): as one line naming
+    the path if the output filesystem refused a write (`publish.storage_error`), else as it is,
+    with `outcome` as a note."""
+    storage = publish.storage_error(error, outcome)
+    if storage is not None:
+        raise storage from None
+    error.add_note(outcome)
+    raise error
+
+
+def export_model(head: ServingHead, config: ExportConfig) -> dict:
+    """Export `head` as `config` asks; returns the report (also written as json).
+
+    Raises ValueError on bad settings and OSError on output paths of the wrong kind or a version
+    already exported before writing anything; `publish.StorageError` (one line naming the path)
+    when the output filesystem is full or refuses a write, `ParityError` (after publishing
+    everything that passed, and the report) when some artifacts failed verification.
+    """
+    config.validate(head.config)
+    specs = [formats.REGISTRY[name] for name in dict.fromkeys(config.formats)]
+    tokenizer = _tokenizer(config, head.config)
+    destinations = config.destinations()
+    places = {
+        key: destinations[key]
+        for spec in specs
+        for key in spec.artifacts
+        if tokenizer is not None or key not in spec.text_artifacts
+    }
+    name, version = config.model_name, config.version
+    version_directories = sorted(
+        {
+            destination.version_directory(config.output_dir, name, version)
+            for spec in specs
+            for key, destination in spec.artifacts.items()
+            if key in places
+        }
     )
+    report_path = destinations[formats.REPORT]
+    publish.check_output_paths(config.output_dir, version_directories, report_path)
     try:
-        passed = {}
-        if "saved_model" in config.formats:
-            assets = _write_assets(os.path.join(staging, "assets_source"), head, config)
-            own_text_models = tokenizer is not None and head.spec.text_models is not None
-            preprocessing = (
-                None
-                if tokenizer is None or own_text_models
-                else AlbertPreprocessingLayer(
-                    tokenizer.model_proto,
-                    max_seq_length=config.max_seq_length,
-                    do_lower_case=config.do_lower_case,
-                )
-            )
-            passed.update(
-                build_saved_models(
-                    head,
-                    config.max_seq_length,
-                    preprocessing,
-                    tokenizer,
-                    verification,
-                    PROBE_TEXTS + texts,
-                    reference,
-                    assets,
-                    staging,
-                    config.thresholds,
-                    report["artifacts"],
-                )
-            )
-            if own_text_models:
-                passed.update(
-                    head.spec.text_models(
-                        head, config, tokenizer, assets, staging, report["artifacts"]
-                    )
-                )
-        variants = [f for f in config.formats if f in VARIANTS]
-        if variants:
-            passed.update(
-                build_tflite_variants(
-                    head,
-                    variants,
-                    config.max_seq_length,
-                    config.max_predictions_per_seq,
-                    verification,
-                    calibration,
-                    reference,
-                    staging,
-                    config.thresholds,
-                    config.latency_runs,
-                    report["artifacts"],
-                )
-            )
-        for key, staged in passed.items():
-            os.makedirs(os.path.dirname(destinations[key]), exist_ok=True)
-            os.rename(staged, destinations[key])
-            report["artifacts"][key]["path"] = destinations[key]
-            logging.info("Wrote %s", destinations[key])
+        staging = publish.Staging(
+            config.output_dir, name, version, [*version_directories, report_path]
+        )
+    except OSError as error:
+        _raise_one_line(error, f"nothing was written in {config.output_dir}")
+    try:
+        verification, calibration, texts, source = _examples(config, head, tokenizer)
+        if head.spec.adapt_examples is not None:  # the head's own inputs, made from these
+            verification = head.spec.adapt_examples(head.model, verification)
+            calibration = head.spec.adapt_examples(head.model, calibration)
+        logging.info(
+            "Verifying on %d examples from %s", export_data.num_examples(verification), source
+        )
+        report = _report(config, head, verification, calibration, source)
+        job = formats.ExportJob(
+            head=head,
+            config=config,
+            tokenizer=tokenizer,
+            verification=verification,
+            calibration=calibration,
+            texts=PROBE_TEXTS + texts,
+            reference={n: head.keras_outputs(verification, n) for n in head.signature_inputs},
+            staging=staging.path,
+            artifacts=report["artifacts"],
+        )
+        _build(job, specs, staging, places)
+        for path in staging.commit(report, report_path):
+            logging.info("Wrote %s", path)
+    except BaseException as error:
+        _raise_one_line(error, staging.abandon())
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    write_json(destinations["report"], report)
+        staging.close()
     refused = {k: a["failures"] for k, a in report["artifacts"].items() if a["failures"]}
     if refused:
-        raise ParityError(
-            f"not written, failed verification: {refused} (report: {destinations['report']})"
-        )
+        raise ParityError(f"not written, failed verification: {refused} (report: {report_path})")
     return report

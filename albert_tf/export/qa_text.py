@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from albert_tf.export.qa_answers import FALLBACKS, nbest_lists, null_scores
 from albert_tf.export.qa_inputs import checked_requests
+from albert_tf.export.qa_limits import DEFAULT_MAX_CONTEXT_BYTES
 from albert_tf.export.qa_offsets import ContextPieces
 from albert_tf.export.qa_scoring import scored_candidates, windows_per_step
 from albert_tf.export.qa_windows import build_windows
@@ -37,10 +38,6 @@ from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
 QA_HEADS = ("squad_v1", "squad_v2")
 QA_SETTINGS_FILE = "qa_settings.json"  # the settings, beside the model's other assets
-# A request's memory grows with its text: about 250 bytes per byte of context above the loaded
-# model (benchmarks/qa_serving_memory.py), so a request at this limit stays near 1.3 GB. 5 MiB is
-# more text than any Wikipedia article and most books hold.
-DEFAULT_MAX_CONTEXT_BYTES = 5 * 2**20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,7 +190,7 @@ def save_qa_text_model(model: QaTextModel, path: str, assets: dict[str, str]) ->
     (a captured resource must be tracked to be saved).
     """
     function = model.serving_function().get_concrete_function()
-    root = tf.__internal__.tracking.AutoTrackable()
+    root = tf.Module()
     root.model_variables = list({id(v): v for v in function.variables}.values())
     root.sentencepiece = model.pieces.sentencepiece_with_offsets
     for name, source in assets.items():

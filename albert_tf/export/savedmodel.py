@@ -1,22 +1,21 @@
 """SavedModels for TF Serving: token ids in (core TF ops only), and text in (+ tf-text ops).
 
-The ids model has the signatures of its head (`heads.REGISTRY`): `serving_default` (`input_ids`,
-`input_mask`, `segment_ids` int32 [batch, seq] -> the head's outputs) and, for a pretrainer, `mlm`
-(+ `masked_lm_positions` -> `mlm_logits`) and `sop` (-> `sop_logits`); and `serve_examples` (a
-batch of serialized `tf.Example`s with the three features as int64 [max_seq_length], the original
-schema). Inputs are checked in-graph, so a bad request fails with a message naming the input
-instead of returning garbage.
+The ids model serves the signatures of its head (`heads.REGISTRY`; built by `signatures`), e.g. a
+pretrainer's `serving_default` (`input_ids`, `input_mask`, `segment_ids` int32 [batch, seq] -> the
+sequence and pooled outputs), `mlm` (+ `masked_lm_positions` -> `mlm_logits`) and `sop` (->
+`sop_logits`), and `serve_examples` (a batch of serialized `tf.Example`s, the original schema).
 
 The text models wrap `AlbertPreprocessingLayer` (tensorflow-text ops, which the stock TF Serving
 model server links, `serving_ops`): a preprocessing model (strings -> the three id tensors) and an
 end-to-end model (strings -> the head's outputs), each with `serving_default` (`text`) and `pairs`
-(`text_a`, `text_b`).
+(`text_a`, `text_b`). `build` makes them all for the `saved_model` format (`formats.SAVED_MODEL`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -25,12 +24,19 @@ from absl import logging
 
 from albert_tf import records
 from albert_tf.config import AlbertConfig
-from albert_tf.export.heads import POSITIONS, HeadSpec, head_spec
-from albert_tf.export.parity import ParityThresholds, merge_figures, parity_failures, parity_figures
+from albert_tf.export.heads import HeadSpec, head_spec
+from albert_tf.export.parity import (
+    Int8Limit,
+    ParityThresholds,
+    RelativeDiffLimit,
+    merge_figures,
+    parity_figures,
+)
 from albert_tf.export.qa_inputs import string_batch
 from albert_tf.export.serving_ops import non_stock_ops, tf_serving_failures
+from albert_tf.export.signatures import serving_functions
 from albert_tf.modeling.model import BACKBONE_INPUTS
-from albert_tf.training.input_pipeline import feature_spec
+from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
 
 @dataclasses.dataclass
@@ -39,7 +45,7 @@ class ServingHead:
 
     Args:
         kind: a registered head kind; its `HeadSpec` says what each signature returns.
-        model: the Keras model (checked for the head by `pipeline.serving_head`).
+        model: the Keras model (checked for the head by `loading.serving_head`).
         config: the ALBERT config of its backbone.
     """
 
@@ -87,79 +93,6 @@ def _batched(function, examples: dict, names, batch_size: int = 32) -> dict[str,
     return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
 
 
-def checked_features(features: dict, config: AlbertConfig) -> dict:
-    """`features` behind in-graph checks of shapes and id ranges, with messages naming the input.
-
-    (Only for SavedModels: TFLite has no Assert op, and its fixed input shapes are checked by the
-    interpreter.)
-    """
-    # The signature does not enforce the rank it declares; EnsureShape does, naming the input.
-    features = {k: tf.ensure_shape(v, [None, None], name=k) for k, v in features.items()}
-    ids = features["input_ids"]
-    shape = tf.shape(ids)
-    checks = [
-        tf.debugging.assert_equal(
-            tf.shape(features[k]),
-            shape,
-            message=f"{k} must have the shape of input_ids [batch, seq_length]",
-        )
-        for k in ("input_mask", "segment_ids")
-    ]
-    checks.append(
-        tf.debugging.assert_less_equal(
-            shape[1],
-            config.max_position_embeddings,
-            message=f"seq_length exceeds max_position_embeddings={config.max_position_embeddings}",
-        )
-    )
-    for name, limit in (
-        ("input_ids", config.vocab_size),
-        ("segment_ids", config.type_vocab_size),
-        ("input_mask", 2),
-    ):
-        checks.append(
-            tf.debugging.assert_non_negative(features[name], message=f"{name} has negative values")
-        )
-        checks.append(
-            tf.debugging.assert_less(features[name], limit, message=f"{name} has values >= {limit}")
-        )
-    if POSITIONS in features:
-        positions = features[POSITIONS]
-        checks.append(
-            tf.debugging.assert_equal(
-                tf.shape(positions)[0],
-                shape[0],
-                message=f"{POSITIONS} must have the batch size of input_ids",
-            )
-        )
-        checks.append(
-            tf.debugging.assert_non_negative(positions, message=f"{POSITIONS} has negative values")
-        )
-        checks.append(
-            tf.debugging.assert_less(
-                positions, shape[1], message=f"{POSITIONS} has values >= seq_length"
-            )
-        )
-    with tf.control_dependencies(checks):
-        return {k: tf.identity(v) for k, v in features.items()}
-
-
-def signature_function(
-    head: ServingHead, signature: str, shapes: dict[str, list], check: bool
-) -> tf.types.experimental.GenericFunction:
-    """A `tf.function` of `signature` whose int32 inputs have the given shapes and names."""
-    names = head.signature_inputs[signature]
-
-    def serve(*tensors):
-        features = dict(zip(names, tensors))
-        if check:
-            features = checked_features(features, head.config)
-        return head.outputs(signature, features)
-
-    specs = [tf.TensorSpec(shapes[name], tf.int32, name=name) for name in names]
-    return tf.function(serve, input_signature=specs, autograph=False)
-
-
 def save_with_signatures(path: str, functions: dict, assets: dict[str, str]) -> None:
     """Write a SavedModel of `functions` (signature name -> tf.function) with asset files.
 
@@ -167,7 +100,7 @@ def save_with_signatures(path: str, functions: dict, assets: dict[str, str]) -> 
     Keras model instead saves its `keras.Variable` wrappers, and the TFLite converter then keeps
     them as uninitialised resource variables instead of freezing their values.
     """
-    root = tf.__internal__.tracking.AutoTrackable()
+    root = tf.Module()
     concrete = {name: function.get_concrete_function() for name, function in functions.items()}
     variables = {}
     for function in concrete.values():
@@ -177,30 +110,6 @@ def save_with_signatures(path: str, functions: dict, assets: dict[str, str]) -> 
     for name, source in assets.items():
         setattr(root, name, tf.saved_model.Asset(source))
     tf.saved_model.save(root, path, signatures=concrete)
-
-
-def serving_functions(head: ServingHead, max_seq_length: int) -> dict:
-    """The ids model's signatures: dynamic [batch, seq] inputs, checked; plus `serve_examples`
-    (a head with other inputs builds its own: `HeadSpec.serving_functions`)."""
-    if head.spec.serving_functions is not None:
-        return head.spec.serving_functions(head, max_seq_length)
-    functions = {
-        name: signature_function(head, name, dict.fromkeys(inputs, [None, None]), True)
-        for name, inputs in head.signature_inputs.items()
-    }
-    spec = feature_spec(max_seq_length, names=BACKBONE_INPUTS)
-
-    def serve_examples(examples):
-        parsed = tf.io.parse_example(examples, spec)
-        features = {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
-        return head.outputs("serving_default", checked_features(features, head.config))
-
-    functions["serve_examples"] = tf.function(
-        serve_examples,
-        input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
-        autograph=False,
-    )
-    return functions
 
 
 def text_functions(preprocessing, head: ServingHead | None) -> dict:
@@ -252,9 +161,15 @@ def serialize_examples(
 
 
 def verify_ids_model(
-    path: str, head: ServingHead, examples, reference, thresholds: ParityThresholds
+    path: str,
+    head: ServingHead,
+    examples,
+    reference,
+    thresholds: ParityThresholds,
+    limit: RelativeDiffLimit | Int8Limit,
 ) -> dict:
-    """Reload the ids SavedModel and compare every signature with the Keras model's `reference`."""
+    """Reload the ids SavedModel and compare every signature with the Keras model's `reference`
+    (held to `limit`)."""
     loaded = tf.saved_model.load(path)
     weights, keys = examples["masked_lm_weights"], head.spec.parity
     figures = [
@@ -275,7 +190,7 @@ def verify_ids_model(
         )
     )
     figures = merge_figures(figures)
-    failures = parity_failures("saved_model", figures, thresholds)
+    failures = limit.failures(figures, thresholds)
     extra_ops = non_stock_ops(path)
     if extra_ops:
         failures.append(f"ops outside core TensorFlow (the ids model must need none): {extra_ops}")
@@ -299,6 +214,7 @@ def verify_text_models(
     max_seq_length: int,
     texts,
     thresholds: ParityThresholds,
+    limit: RelativeDiffLimit | Int8Limit,
 ) -> dict:
     """Preprocessing ids must equal `tokenizer`'s exactly; text-model outputs must equal the Keras
     model's on those ids. `texts` are (text_a, text_b or None): `serving_default` gets every
@@ -341,54 +257,70 @@ def verify_text_models(
         },
         "text": {
             "figures": text_figures,
-            "failures": parity_failures("saved_model", text_figures, thresholds)
-            + tf_serving_failures(text_path),
+            "failures": limit.failures(text_figures, thresholds) + tf_serving_failures(text_path),
         },
     }
 
 
-def build_saved_models(
-    head: ServingHead,
-    max_seq_length: int,
-    preprocessing_layer,
-    tokenizer,
-    examples,
-    texts,
-    reference,
-    assets: dict[str, str],
-    staging: str,
-    thresholds: ParityThresholds,
-    artifacts: dict,
-) -> dict[str, str]:
-    """Build and verify the ids SavedModel (and, with a `preprocessing_layer`, the text models)
-    under `staging`; record each in `artifacts`; return {key: staged path} of those that passed."""
+def write_assets(directory: str, config: AlbertConfig, spm_model_file, do_lower_case) -> dict:
+    """The files every SavedModel carries, by asset name: `albert_config.json`, and with a
+    SentencePiece model that model and `do_lower_case.txt`."""
+    os.makedirs(directory)
+    config.to_json_file(os.path.join(directory, "albert_config.json"))
+    assets = {"albert_config_file": os.path.join(directory, "albert_config.json")}
+    if spm_model_file:
+        with open(os.path.join(directory, "do_lower_case.txt"), "w", encoding="utf-8") as f:
+            f.write(f"{str(do_lower_case).lower()}\n")
+        assets["do_lower_case_file"] = os.path.join(directory, "do_lower_case.txt")
+        assets["spm_model_file"] = shutil.copy(spm_model_file, directory)
+    return assets
+
+
+def build(job, spec) -> dict[str, str]:
+    """The `saved_model` format (a `formats.FormatSpec`) of a `formats.ExportJob`: the ids
+    SavedModel and, with a tokenizer, the text models (the head's own where it has them,
+    `HeadSpec.text_models`), built under `job.staging`, verified (`spec.parity`) and recorded in
+    `job.artifacts`. Returns {artifact: staged path}."""
+    head, config, staging = job.head, job.config, job.staging
+    assets = write_assets(
+        os.path.join(staging, "assets_source"),
+        head.config,
+        config.spm_model_file,
+        config.do_lower_case,
+    )
     staged = {"saved_model": os.path.join(staging, "saved_model")}
     logging.info("Building the ids SavedModel")
-    save_with_signatures(staged["saved_model"], serving_functions(head, max_seq_length), assets)
-    artifacts["saved_model"] = verify_ids_model(
-        staged["saved_model"], head, examples, reference, thresholds
+    save_with_signatures(
+        staged["saved_model"], serving_functions(head, config.max_seq_length), assets
     )
-    if preprocessing_layer is not None:
-        logging.info("Building the text SavedModels")
-        staged["preprocessing"] = os.path.join(staging, "preprocessing")
-        staged["text"] = os.path.join(staging, "text")
-        save_with_signatures(
-            staged["preprocessing"], text_functions(preprocessing_layer, None), assets
+    job.artifacts["saved_model"] = verify_ids_model(
+        staged["saved_model"], head, job.verification, job.reference, job.thresholds, spec.parity
+    )
+    if job.tokenizer is None:
+        return staged
+    if head.spec.text_models is not None:
+        text = head.spec.text_models(head, config, job.tokenizer, assets, staging, job.artifacts)
+        return staged | text
+    logging.info("Building the text SavedModels")
+    preprocessing = AlbertPreprocessingLayer(
+        job.tokenizer.model_proto,
+        max_seq_length=config.max_seq_length,
+        do_lower_case=config.do_lower_case,
+    )
+    staged["preprocessing"] = os.path.join(staging, "preprocessing")
+    staged["text"] = os.path.join(staging, "text")
+    save_with_signatures(staged["preprocessing"], text_functions(preprocessing, None), assets)
+    save_with_signatures(staged["text"], text_functions(preprocessing, head), assets)
+    job.artifacts.update(
+        verify_text_models(
+            staged["preprocessing"],
+            staged["text"],
+            head,
+            job.tokenizer,
+            config.max_seq_length,
+            job.texts,
+            job.thresholds,
+            spec.parity,
         )
-        save_with_signatures(staged["text"], text_functions(preprocessing_layer, head), assets)
-        artifacts.update(
-            verify_text_models(
-                staged["preprocessing"],
-                staged["text"],
-                head,
-                tokenizer,
-                max_seq_length,
-                texts,
-                thresholds,
-            )
-        )
-    for key, path in staged.items():
-        artifacts[key]["size_bytes"] = sum(
-            os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files
-        )
-    return {k: p for k, p in staged.items() if not artifacts[k]["failures"]}
+    )
+    return staged

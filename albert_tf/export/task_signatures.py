@@ -13,10 +13,8 @@
   model runs per window.
 - `race`: the three inputs as [B, C, T] (C choices) -> `logits` [B, C].
 
-The SavedModels of these heads check their inputs in-graph (shapes, id ranges, p_mask in {0, 1},
-positions in the sequence) and serve `serve_examples`: serialized `tf.Example`s of the
-`serving_default` inputs as the original's records hold them (RACE: each feature flattened over
-the C choices, int64 [C·T]).
+Each head's model is also built here from a fine-tuned original TF1 checkpoint (`*_from_tf1`,
+`run_squad_v1.py` / `run_squad_v2.py` / `run_race.py`'s, head included).
 """
 
 from __future__ import annotations
@@ -26,8 +24,10 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from albert_tf.modeling.heads.multiple_choice import RACE_NUM_CHOICES
-from albert_tf.modeling.heads.squad_v2 import AlbertSquadV2Head
+from albert_tf.checkpoints.task_heads import load_task_checkpoint
+from albert_tf.modeling.heads.multiple_choice import RACE_NUM_CHOICES, AlbertMultipleChoice
+from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1
+from albert_tf.modeling.heads.squad_v2 import DEFAULT_N_TOP, AlbertSquadV2, AlbertSquadV2Head
 from albert_tf.modeling.heads.squad_v2_layers import mask_logits
 from albert_tf.modeling.model import BACKBONE_INPUTS
 
@@ -170,81 +170,36 @@ def race_examples(model: keras.Model, examples: dict) -> dict:
     return {k: v[:count].reshape(-1, choices, *v.shape[1:]) for k, v in examples.items()}
 
 
-def checked_inputs(features: dict, config, shapes: dict[str, list]) -> dict:
-    """`features` behind in-graph checks: each input's declared shape (seq_length any), the
-    three inputs' common shape, id ranges, p_mask in {0, 1} and start positions in the sequence,
-    with messages naming the input."""
-    features = {
-        k: tf.ensure_shape(v, [None, *[None] * len(shapes[k])], name=k) for k, v in features.items()
-    }
-    ids = features["input_ids"]
-    shape = tf.shape(ids)
-    checks = [
-        tf.debugging.assert_less_equal(
-            shape[-1],
-            config.max_position_embeddings,
-            message=f"seq_length exceeds max_position_embeddings={config.max_position_embeddings}",
-        )
-    ]
-    limits = {
-        "input_ids": config.vocab_size,
-        "segment_ids": config.type_vocab_size,
-        "input_mask": 2,
-        P_MASK: 2,
-    }
-    for name, value in features.items():
-        if name in (*BACKBONE_INPUTS, P_MASK) and name != "input_ids":
-            checks.append(
-                tf.debugging.assert_equal(
-                    tf.shape(value), shape, message=f"{name} must have the shape of input_ids"
-                )
-            )
-        if name == START_POSITIONS:
-            checks.append(
-                tf.debugging.assert_equal(
-                    tf.shape(value)[0], shape[0], message=f"{name} must have input_ids' batch size"
-                )
-            )
-        limit, shown = (shape[-1], "seq_length") if name == START_POSITIONS else (limits[name],) * 2
-        checks.append(
-            tf.debugging.assert_non_negative(value, message=f"{name} has negative values")
-        )
-        checks.append(
-            tf.debugging.assert_less(value, limit, message=f"{name} has values >= {shown}")
-        )
-    with tf.control_dependencies(checks):
-        return {k: tf.identity(v) for k, v in features.items()}
+def squad_v1_from_tf1(checkpoint: str, config, **model_options) -> keras.Model:
+    """An `AlbertSquadV1` with every weight from a fine-tuned checkpoint."""
+    del model_options
+    model = AlbertSquadV1(config)
+    load_task_checkpoint(model, checkpoint)
+    return model
 
 
-def serving_functions(head, max_seq_length: int) -> dict:
-    """The ids SavedModel's signatures of a task head: each of its signatures with dynamic
-    shapes, checked; and `serve_examples` (serialized records of the `serving_default` inputs)."""
-    shapes = head.spec.shapes(head.model, None, None)
-    functions = {}
-    for name, names in head.signature_inputs.items():
+def squad_v2_from_tf1(
+    checkpoint: str,
+    config,
+    start_n_top: int = DEFAULT_N_TOP,
+    end_n_top: int = DEFAULT_N_TOP,
+    **model_options,
+) -> keras.Model:
+    """An `AlbertSquadV2` with its beam widths and every weight from a fine-tuned checkpoint."""
+    del model_options
+    model = AlbertSquadV2(config, start_n_top=start_n_top, end_n_top=end_n_top)
+    load_task_checkpoint(model, checkpoint)
+    return model
 
-        def serve(*tensors, signature=name, names=names):
-            features = checked_inputs(dict(zip(names, tensors)), head.config, shapes)
-            return head.outputs(signature, features)
 
-        specs = [tf.TensorSpec([None, *shapes[k]], tf.int32, name=k) for k in names]
-        functions[name] = tf.function(serve, input_signature=specs, autograph=False)
-
-    names = head.signature_inputs["serving_default"]
-    fixed = head.spec.shapes(head.model, max_seq_length, None)
-    spec = {k: tf.io.FixedLenFeature([int(np.prod(fixed[k]))], tf.int64) for k in names}
-
-    def serve_examples(examples):
-        parsed = tf.io.parse_example(examples, spec)
-        features = {k: tf.reshape(tf.cast(parsed[k], tf.int32), [-1, *fixed[k]]) for k in names}
-        return head.outputs("serving_default", checked_inputs(features, head.config, shapes))
-
-    functions["serve_examples"] = tf.function(
-        serve_examples,
-        input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
-        autograph=False,
-    )
-    return functions
+def race_from_tf1(
+    checkpoint: str, config, num_choices: int = RACE_NUM_CHOICES, **model_options
+) -> keras.Model:
+    """An `AlbertMultipleChoice` of `num_choices` with every weight from a fine-tuned checkpoint."""
+    del model_options
+    model = AlbertMultipleChoice(config, num_choices=num_choices)
+    load_task_checkpoint(model, checkpoint)
+    return model
 
 
 def qa_text_models(head, config, tokenizer, assets, staging, artifacts) -> dict[str, str]:

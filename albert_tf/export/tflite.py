@@ -1,13 +1,13 @@
-"""TFLite (LiteRT) variants at a fixed [1, max_seq_length] input, with parity and latency checks.
+"""TFLite (LiteRT) formats at a fixed [1, max_seq_length] input, with parity and latency checks.
 
-Each variant is converted with `supported_ops` limited to TFLite builtins (the converter fails on
-anything else, so no Flex / SELECT_TF_OPS op can slip in) and its op list is checked again after
-conversion. Variants: `tflite_fp32`; `tflite_fp16` (fp16 weights, fp32 compute);
-`tflite_int8_dynamic` (int8 weights, activations quantized on the fly); `tflite_int8` (static
-int8: the matmuls' weights and activations in int8, their activation ranges calibrated on
-representative examples; the ops LiteRT's CPU engine cannot run in int8 stay float);
-`tflite_int8_integer_only` (every op int8, for integer-only accelerators). Both int8 ones take
-int32 ids in and give float32 outputs.
+Each format is converted by its `formats.TfliteRecipe` with `supported_ops` limited to TFLite
+builtins (the converter fails on anything else, so no Flex / SELECT_TF_OPS op can slip in), and
+its op list is checked again after conversion. The registered ones (`formats.REGISTRY`):
+`tflite_fp32`; `tflite_fp16` (fp16 weights, fp32 compute); `tflite_int8_dynamic` (int8 weights,
+activations quantized on the fly); `tflite_int8` (static int8: the matmuls' weights and activations
+in int8, their activation ranges calibrated on representative examples; the ops LiteRT's CPU engine
+cannot run in int8 stay float); `tflite_int8_integer_only` (every op int8, for integer-only
+accelerators). Both int8 ones take int32 ids in and give float32 outputs.
 """
 
 from __future__ import annotations
@@ -28,42 +28,12 @@ from ai_edge_litert.interpreter import Interpreter
 # public options have no per-op switch.
 from tensorflow.lite.python import convert as lite_convert
 
-from albert_tf.export.parity import ParityThresholds, merge_figures, parity_failures, parity_figures
-from albert_tf.export.savedmodel import ServingHead, save_with_signatures, signature_function
+from albert_tf.export.parity import merge_figures, parity_figures
+from albert_tf.export.savedmodel import ServingHead, save_with_signatures
+from albert_tf.export.signatures import signature_function
 from albert_tf.export.tied_table import share_tied_embedding_table
 from albert_tf.modeling import layers
 
-VARIANTS = (
-    "tflite_fp32",
-    "tflite_fp16",
-    "tflite_int8_dynamic",
-    "tflite_int8",
-    "tflite_int8_integer_only",
-)
-CALIBRATED_VARIANTS = ("tflite_int8", "tflite_int8_integer_only")
-# `tflite_int8` keeps these ops in float. XNNPACK (LiteRT's default CPU engine) has no int8 kernel
-# for the first five, and none for the int8 variance + 1e-12 of layer norm (an epsilon 6 orders
-# below the variance's scale); each op it cannot take cuts its graph and runs single-threaded on a
-# builtin kernel. All int8, ALBERT-base splits into 101 XNNPACK partitions and takes ~130 ms on 1
-# thread and as long on 2; with these in float it is one partition per signature, ~30 ms on 1
-# thread and ~20 ms on 2 (benchmarks/tflite_latency.py). The matmuls, where the time and the weights
-# are, stay int8.
-INT8_FLOAT_OPS = (
-    "BATCH_MATMUL",
-    "SOFTMAX",
-    "GELU",
-    "RSQRT",
-    "SQUARED_DIFFERENCE",
-    "MEAN",
-    "ADD",
-    "SUB",
-    "MUL",
-)
-# Integer-only models quantize `scores + mask bias` to 256 levels over its calibrated range: with
-# the original -10000 on padded keys a level is ~40 and every real score rounds to the same value
-# (MLM top-1 agreement 0.27 on the original code's tiny checkpoint). -30 keeps padded keys at
-# exp(-30) ~ 1e-13 of the softmax (nothing at int8 resolution) and gives 0.91 there.
-INT8_MASK_ADDER = -30.0
 _BUILTIN_NAMES = {
     value: name for name, value in vars(schema.BuiltinOperator).items() if not name.startswith("_")
 }
@@ -72,48 +42,50 @@ _BUILTIN_NAMES = {
 def convert(
     saved_model_dir: str,
     signatures: list[str],
-    variant: str,
+    recipe,
     representative: Callable[[], Iterator] | None = None,
     shared_weights: bool = False,
 ) -> bytes:
-    """Convert the fixed-shape SavedModel's `signatures` to the TFLite `variant`.
+    """Convert the fixed-shape SavedModel's `signatures` to TFLite as `recipe` (a
+    `formats.TfliteRecipe`) says.
 
-    `representative` (needed by the calibrated int8 variants) yields
-    (signature, {input: [1, ...] array}) pairs.
+    `representative` (needed by calibrated recipes) yields (signature, {input: [1, ...] array})
+    pairs.
     `shared_weights`: the model feeds one weight to a dense layer and to another op (the MLM
-    decoder is the word-embedding table, also read by GATHER). int8 variants then quantize dense
-    weights per tensor rather than per output channel, so that both uses can share one int8 copy
-    (a second one of ALBERT-base's 3.8M-entry table takes the int8/fp32 size ratio from ~0.26 to
-    ~0.34): the dynamic-range variant shares it as converted; `tflite_int8` after
-    `share_tied_embedding_table`; the integer-only one keeps two. The parity check covers the
-    accuracy this costs. (The switch is a private converter attribute: the public API has no
-    per-layer one.)
+    decoder is the word-embedding table, also read by GATHER). Recipes `per_tensor_when_tied` then
+    quantize dense weights per tensor rather than per output channel, so that both uses can share
+    one int8 copy (a second one of ALBERT-base's 3.8M-entry table takes the int8/fp32 size ratio
+    from ~0.26 to ~0.34): the converter shares it as it converts dynamic-range models; a recipe
+    with `keep_float_ops` shares it after quantizing (`share_tied_embedding_table`); an
+    integer-only one keeps two. The parity check covers the accuracy this costs. (The switch is a
+    private converter attribute: the public API has no per-layer one.)
     """
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown TFLite variant {variant!r}; choose from {VARIANTS}")
-    if variant in CALIBRATED_VARIANTS and representative is None:
-        raise ValueError(f"{variant} needs representative examples to calibrate on")
+    if recipe.calibrated and representative is None:
+        raise ValueError("a calibrated TFLite format needs representative examples")
     converter = tf.lite.TFLiteConverter.from_saved_model(saved_model_dir, signature_keys=signatures)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    if variant != "tflite_fp32":
+    converter.target_spec.supported_ops = [
+        tf.lite.OpsSet.TFLITE_BUILTINS_INT8
+        if recipe.integer_only
+        else tf.lite.OpsSet.TFLITE_BUILTINS
+    ]
+    if recipe.optimize:
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if variant == "tflite_fp16":
+    if recipe.float16_weights:
         converter.target_spec.supported_types = [tf.float16]
-    if variant in CALIBRATED_VARIANTS:
+    if recipe.calibrated:
         converter.representative_dataset = representative
-    if variant in ("tflite_int8_dynamic", "tflite_int8_integer_only"):
-        converter._experimental_disable_per_channel_quantization_for_dense_layers = shared_weights
-    if variant == "tflite_int8_integer_only":
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    if variant != "tflite_int8":
+    per_tensor = shared_weights and recipe.per_tensor_when_tied
+    if recipe.keep_float_ops is None:
+        if recipe.per_tensor_when_tied:
+            converter._experimental_disable_per_channel_quantization_for_dense_layers = per_tensor
         return converter.convert()
     converter._experimental_calibrate_only = True  # float model + ranges, quantized below
     model = lite_convert.mlir_quantize(
         converter.convert(),
-        denylisted_ops=list(INT8_FLOAT_OPS),
-        disable_per_channel_for_dense_layers=shared_weights,
+        denylisted_ops=list(recipe.keep_float_ops),
+        disable_per_channel_for_dense_layers=per_tensor,
     )
-    return share_tied_embedding_table(model) if shared_weights else model
+    return share_tied_embedding_table(model) if per_tensor else model
 
 
 @contextlib.contextmanager
@@ -142,9 +114,8 @@ def save_fixed_shape_model(
     Returns the signature names (`HeadSpec.converted_signatures`).
     """
     shapes = head.spec.shapes(head.model, max_seq_length, max_predictions)
-    shapes = {name: [1, *shape] for name, shape in shapes.items()}
     functions = {
-        name: signature_function(head, name, shapes, check=False)
+        name: signature_function(head, name, shapes, batch=1, check=False)
         for name in head.spec.converted_signatures
     }
     with _attention_mask_adder(head.model, mask_adder):
@@ -225,79 +196,67 @@ def batch1_runner(model_path: str, num_threads: int, signature: str = "serving_d
     )
 
 
-def source_mask_adder(variant: str) -> float:
-    """What the SavedModel `variant` converts from adds to padded keys' attention scores."""
-    return INT8_MASK_ADDER if variant == "tflite_int8_integer_only" else layers.MASK_ADDER
+def source_model(job, mask_adder: float) -> tuple[str, list[str]]:
+    """The fixed-shape SavedModel of `job` (a `formats.ExportJob`) with `mask_adder` that the
+    TFLite formats convert from, and its signatures: saved once per export and adder."""
+    sources = job.shared.setdefault("tflite_sources", {})
+    if mask_adder not in sources:
+        path = os.path.join(job.staging, f"tflite_source_{len(sources)}")
+        config = job.config
+        sources[mask_adder] = (
+            path,
+            save_fixed_shape_model(
+                job.head, path, config.max_seq_length, config.max_predictions_per_seq, mask_adder
+            ),
+        )
+    return sources[mask_adder]
 
 
-def build_tflite_variants(
-    head: ServingHead,
-    variants: list[str],
-    max_seq_length: int,
-    max_predictions: int,
-    examples,
-    calibration,
-    reference,
-    staging: str,
-    thresholds: ParityThresholds,
-    latency_runs: int,
-    artifacts: dict,
-) -> dict[str, str]:
-    """Convert, check and time each variant under `staging`; record each in `artifacts`; return
-    {variant: staged path} of those that passed (the others are not kept)."""
-    sources = {}
-
-    def source(variant):
-        """The fixed-shape SavedModel `variant` converts from (integer-only: a finite mask)."""
-        adder = source_mask_adder(variant)
-        if adder not in sources:
-            path = os.path.join(staging, f"tflite_source_{len(sources)}")
-            sources[adder] = (
-                path,
-                save_fixed_shape_model(head, path, max_seq_length, max_predictions, adder),
+def build(job, spec) -> dict[str, str]:
+    """A TFLite format (a `formats.FormatSpec` with a recipe) of a `formats.ExportJob`: converted,
+    post-processed, checked (builtin ops only, `spec.parity` on every converted signature),
+    written under `job.staging`, timed if it passed, and recorded in `job.artifacts`. Returns
+    {artifact: staged path}."""
+    head, recipe = job.head, spec.tflite
+    (artifact,) = spec.artifacts  # one .tflite file per format
+    logging.info("Converting %s", spec.name)
+    adder = layers.MASK_ADDER if recipe.mask_adder is None else recipe.mask_adder
+    model = convert(
+        *source_model(job, adder),
+        recipe,
+        representative_dataset(head, job.calibration) if recipe.calibrated else None,
+        shared_weights=head.spec.shares_embedding_table,
+    )
+    for step in recipe.post_process:
+        model = step(model, job)
+    failures = [f"non-builtin ops: {ops}"] if (ops := non_builtin_ops(model)) else []
+    interpreter = Interpreter(model_content=model)
+    examples = job.verification
+    figures = merge_figures(
+        [
+            parity_figures(
+                job.reference[name],
+                run_signature(interpreter, name, examples, head.signature_inputs[name]),
+                examples["masked_lm_weights"],
+                head.spec.parity,
             )
-        return sources[adder]
-
-    staged = {}
-    for variant in variants:
-        logging.info("Converting %s", variant)
-        model = convert(
-            *source(variant),
-            variant,
-            representative_dataset(head, calibration) if variant in CALIBRATED_VARIANTS else None,
-            shared_weights=head.spec.shares_embedding_table,
-        )
-        failures = [f"non-builtin ops: {ops}"] if (ops := non_builtin_ops(model)) else []
-        interpreter = Interpreter(model_content=model)
-        figures = merge_figures(
-            [
-                parity_figures(
-                    reference[name],
-                    run_signature(interpreter, name, examples, head.signature_inputs[name]),
-                    examples["masked_lm_weights"],
-                    head.spec.parity,
-                )
-                for name in head.spec.converted_signatures
-            ]
-        )
-        failures += parity_failures(variant, figures, thresholds)
-        artifacts[variant] = {
-            "size_bytes": len(model),
-            "ops": op_names(model),
-            "figures": figures,
-            "failures": failures,
-        }
-        if failures:
-            logging.error("Refusing %s: %s", variant, "; ".join(failures))
-            continue
-        staged[variant] = os.path.join(staging, f"{variant}.tflite")
-        with open(staged[variant], "wb") as f:
-            f.write(model)
-        timed = head.spec.converted_signatures[0]
-        first = {k: examples[k][:1] for k in head.signature_inputs[timed]}
-        artifacts[variant]["latency_batch1"] = interleaved_latency(
-            {f"threads_{n}": (batch1_runner(staged[variant], n, timed), first) for n in (1, 2)},
-            latency_runs,
-        )
-        logging.info("%s: %s", variant, artifacts[variant])
-    return staged
+            for name in head.spec.converted_signatures
+        ]
+    )
+    failures += spec.parity.failures(figures, job.thresholds)
+    staged = os.path.join(job.staging, f"{artifact}.tflite")
+    with open(staged, "wb") as f:
+        f.write(model)
+    record = {"ops": op_names(model), "figures": figures, "failures": failures}
+    job.artifacts[artifact] = record
+    if failures:
+        logging.error("Refusing %s: %s", artifact, "; ".join(failures))
+        return {artifact: staged}
+    timed = head.spec.converted_signatures[0]
+    first = {k: examples[k][:1] for k in head.signature_inputs[timed]}
+    record["latency_batch1"] = interleaved_latency(
+        {f"threads_{n}": (batch1_runner(staged, n, timed), first) for n in (1, 2)},
+        job.config.latency_runs,
+    )
+    logging.info("%s: %s", artifact, record)
+    return {artifact: staged}

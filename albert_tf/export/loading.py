@@ -1,0 +1,97 @@
+"""The model an export serves, as a registered head (`heads.REGISTRY`): from a `.keras` file of any
+head, or from an original TF1 checkpoint of a head that builds from one (`HeadSpec.from_tf1`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import keras
+
+from albert_tf.config import AlbertConfig
+from albert_tf.export.heads import REGISTRY, TF1_PRETRAINING_HEAD, head_spec
+from albert_tf.export.savedmodel import ServingHead
+from albert_tf.modeling.model import AlbertModel
+
+
+def _albert_config_of(model: keras.Model) -> AlbertConfig | None:
+    """The config of `model` or of the first `AlbertModel` nested in it."""
+    if isinstance(getattr(model, "config", None), AlbertConfig):
+        return model.config
+    for layer in getattr(model, "layers", []):
+        config = _albert_config_of(layer) if isinstance(layer, (AlbertModel, keras.Model)) else None
+        if config is not None:
+            return config
+    return None
+
+
+def serving_head(
+    kind: str, model: keras.Model, albert_config_file: str | None = None
+) -> ServingHead:
+    """Wrap `model` as `kind` after checking it has what that head serves (see `heads.REGISTRY`)."""
+    spec = head_spec(kind)
+    config = _albert_config_of(model)
+    if config is None and albert_config_file:
+        config = AlbertConfig.from_json_file(albert_config_file)
+    if config is None:
+        raise ValueError(
+            f"{model.name} holds no AlbertModel to read the ALBERT config from; "
+            "give albert_config_file"
+        )
+    spec.check(model)
+    return ServingHead(kind, model, config)
+
+
+def _from_tf1(
+    kind: str, checkpoint: str, albert_config_file: str | None, model_options: Mapping
+) -> keras.Model:
+    spec = head_spec(kind)
+    if spec.from_tf1 is None:
+        fine_tuned = tuple(
+            k for k, s in REGISTRY.items() if s.from_tf1 and k != TF1_PRETRAINING_HEAD
+        )
+        raise ValueError(
+            f"a fine-tuned TF1 checkpoint exports as one of {fine_tuned} (head included), a "
+            f"pretraining one exports as head={TF1_PRETRAINING_HEAD}; not as {kind!r}: export "
+            f"{kind} models from their .keras file"
+        )
+    if not albert_config_file:
+        raise ValueError("tf1_checkpoint needs albert_config_file")
+    if not os.path.isfile(albert_config_file):
+        raise FileNotFoundError(f"albert_config_file not found: {albert_config_file!r}")
+    config = AlbertConfig.from_json_file(albert_config_file)
+    return spec.from_tf1(checkpoint, config, **model_options)
+
+
+def load_serving_head(
+    kind: str,
+    keras_model: str | None = None,
+    tf1_checkpoint: str | None = None,
+    albert_config_file: str | None = None,
+    model_options: Mapping | None = None,
+) -> ServingHead:
+    """The model to export as head `kind`: a `.keras` file (any registered head), or an original
+    TF1 checkpoint with its `albert_config.json` (a pretraining one for `pretrainer`; one that
+    `run_squad_v1.py`, `run_squad_v2.py` or `run_race.py` fine-tuned, head included, for
+    `squad_v1`, `squad_v2`, `race`). `model_options` go to the head's `from_tf1` (SQuAD v2's
+    `start_n_top`, `end_n_top`; RACE's `num_choices`); a head ignores those it does not take.
+
+    Raises ValueError or FileNotFoundError naming what is missing or wrong, and
+    `CheckpointMismatchError` naming every variable missing from the checkpoint or of another shape.
+
+    Example:
+        >>> head = load_serving_head("squad_v2", tf1_checkpoint="squad2/model.ckpt-best",
+        ...                          albert_config_file="albert_base/albert_config.json")
+    """
+    if bool(keras_model) == bool(tf1_checkpoint):
+        raise ValueError("give exactly one of keras_model or tf1_checkpoint")
+    if tf1_checkpoint:
+        model = _from_tf1(kind, tf1_checkpoint, albert_config_file, model_options or {})
+        return serving_head(kind, model)
+    import albert_tf.modeling  # noqa: F401  (registers every model class for load_model)
+
+    if not os.path.isfile(keras_model):
+        raise FileNotFoundError(f"Keras model file not found: {keras_model}")
+    return serving_head(
+        kind, keras.saving.load_model(keras_model, compile=False), albert_config_file
+    )
