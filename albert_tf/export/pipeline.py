@@ -33,6 +33,7 @@ from albert_tf.export.heads import head_spec
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa_text import QaSettings
 from albert_tf.io import write_json
+from albert_tf.output_dirs import lock_output_dir
 from albert_tf.export.savedmodel import ServingHead, build_saved_models
 from albert_tf.export.tflite import CALIBRATED_VARIANTS, VARIANTS, build_tflite_variants
 from albert_tf.modeling.model import AlbertModel
@@ -258,9 +259,15 @@ def _write_assets(directory: str, head: ServingHead, config: ExportConfig) -> di
 def export_model(head: ServingHead, config: ExportConfig) -> dict:
     """Export `head` as `config` asks; returns the report (also written as json).
 
-    Raises ValueError on bad settings before writing anything, and `ParityError` (after writing
-    everything that passed, and the report) when some artifacts failed verification.
+    Raises ValueError on bad settings before writing anything, `OutputInUseError` while another
+    job holds `output_dir` (`albert_tf.output_dirs.lock_output_dir`), and `ParityError` (after
+    writing everything that passed, and the report) when some artifacts failed verification.
     """
+    with lock_output_dir(config.output_dir):
+        return _export_model(head, config)
+
+
+def _export_model(head: ServingHead, config: ExportConfig) -> dict:
     config.validate(head.config)
     tokenizer = _tokenizer(config, head.config)
     destinations = config.destinations()
