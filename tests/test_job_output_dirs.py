@@ -4,6 +4,7 @@ any work, with real processes; and a run removes the folder a save killed by kil
 import logging
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from albert_tf import AlbertConfig
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.export import ExportConfig, export_model, serving_head
 from albert_tf.finetuning import loop
+from albert_tf.tasks.squad import finetune as squad
 from albert_tf.output_dirs import OutputInUseError, describe_removed
 from albert_tf.training.distribution import build_strategy
 from albert_tf.training.pretraining import run_pretraining
@@ -22,6 +24,7 @@ from tests.model_configs import MICRO
 from tests.test_finetuning_loop import HasSevenTask, Settings
 from tests.test_output_dirs import hold_lock
 from tests.test_pretraining import TINY, cli_args, options, run_cli
+from tests.test_squad_finetune import config_v2
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED = REPO / "tests" / "fixtures" / "original_checkpoints" / "albert_tiny_shared"
@@ -52,15 +55,18 @@ def killed_mid_save(directory: pathlib.Path, name: str) -> pathlib.Path:
         try:
             assert saver.stdout.readline().strip() == "saving"
             deadline = time.monotonic() + 30
-            while not left.exists() and saver.poll() is None and time.monotonic() < deadline:
+            # Killed once the shard is being written into the folder.
+            while saver.poll() is None and time.monotonic() < deadline:
+                if left.is_dir() and any(left.iterdir()):
+                    break
                 time.sleep(0.0005)
         finally:
             saver.send_signal(signal.SIGKILL)
             saver.wait()
-        if left.is_dir() and not (directory / "checkpoint").exists():
+        if left.is_dir() and any(left.iterdir()) and not (directory / "checkpoint").exists():
             return left
-        for path in directory.iterdir():  # the save got through: try again
-            path.unlink()
+        for path in directory.iterdir():  # caught too early or too late: try again
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
     pytest.fail("the save finished each time before the kill")
 
 
@@ -142,6 +148,18 @@ def test_fine_tuning_is_refused_while_another_job_holds_its_output_dir(tmp_path)
         holder.wait()
     assert task.calls == [("check_predict_inputs",)]  # inputs checked, nothing trained
     assert os.listdir(settings.output_dir) == []
+
+
+def test_squad_is_refused_before_it_caches_the_predict_files_windows(tmp_path):
+    config = config_v2(tmp_path)
+    holder = hold_lock(config.output_dir)
+    try:
+        with pytest.raises(OutputInUseError, match=f"pid {holder.pid} "):
+            squad.run(config, do_train=True, do_predict=True)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert os.listdir(config.output_dir) == []
 
 
 def test_fine_tuning_removes_the_optimizer_state_folder_a_killed_save_left(tmp_path, caplog):
