@@ -208,11 +208,10 @@ def _delete_leftovers(paths: Sequence[str]) -> None:
         found = []
         for directory, names in writer.names_by_directory(paths, FileSystems.split).items():
             match = FileSystems.match([FileSystems.join(directory, ".*")])[0]
-            found += [
-                m
-                for m in match.metadata_list
-                if writer.is_leftover(FileSystems.split(m.path)[1], names)
-            ]
+            for m in match.metadata_list:
+                parent, name = FileSystems.split(m.path)
+                if parent == directory and writer.is_leftover(name, names):  # not in subfolders
+                    found.append(m)
         if found:
             FileSystems.delete([m.path for m in found])
             logging.warning(
