@@ -12,6 +12,7 @@ import glob as _glob
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import uuid
@@ -60,6 +61,22 @@ def _temp_name(name: str) -> str:
     # Unique across processes and hosts: workers on a shared filesystem (containers often share a
     # PID) may write the same file at once, each to its own temporary name.
     return f".{name}.tmp-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+# Every name `_temp_name` makes (with an extension after it, as `atomic_path` adds), matched
+# whole: what a writer killed before its rename leaves behind.
+TEMPORARY_NAME = re.compile(r"\..+\.tmp-.+-\d+-[0-9a-f]{8}(\.[A-Za-z0-9]+)?")
+
+
+def make_temporary_dir(path: str | os.PathLike) -> str:
+    """Creates and returns a new hidden directory beside `path`, named as `atomic_file` names its
+    temporary files (so `TEMPORARY_NAME` recognises it), for a writer that stages several files
+    there before moving them into place."""
+    directory, name = os.path.split(os.path.abspath(os.fspath(path)))
+    os.makedirs(directory, exist_ok=True)
+    staging = os.path.join(directory, _temp_name(name))
+    os.mkdir(staging)
+    return staging
 
 
 @contextlib.contextmanager

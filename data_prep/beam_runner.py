@@ -19,7 +19,9 @@ buffer orders them differently). A shard is sorted in one worker's memory: choos
 `--num_output_shards` so that a shard stays at a few hundred MB.
 
 A run killed before its final renames leaves nothing under a final name, only hidden
-`.NAME.beam-RUNID[...]` files, which the next run into the same outputs deletes. Only file names,
+`.NAME.beam-RUNID[...]` files, which the next run of either runner into the same outputs deletes
+(`writer.is_leftover`); while a run writes into local directories, it holds them
+(`writer.claim_outputs`), and a second job into them is refused. Only file names,
 slices and statistics go through the runner's shuffle (pools and records go through spill files
 beside the outputs, which hold about the corpus's text and its records until the job ends), so no
 process's memory grows with the corpus: a worker holds one pool or one shard, the launcher names.
@@ -34,7 +36,6 @@ from __future__ import annotations
 import json
 import math
 import pickle
-import re
 import shlex
 import time
 import uuid
@@ -45,6 +46,7 @@ from absl import logging
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from albert_tf.output_dirs import describe_removed
 from data_prep import corpus, writer
 from data_prep.beam_stages import (
     ProcessPools,
@@ -57,12 +59,6 @@ from data_prep.beam_stages import (
 )
 from data_prep.summary import job_summary
 from data_prep.units import DataPrepConfig
-
-# A run's hidden files: `_hidden(output, "beam-" + run id)`, and beside the first its totals and
-# spill files (`beam_stages._spill_name`).
-_LEFTOVER = re.compile(
-    r"(.*\.beam-)[0-9a-f]{12}(\.totals\.json|\.(pool|records)-\d+-\d+-[0-9a-f]{8})?"
-)
 
 
 def run(
@@ -80,15 +76,29 @@ def run(
       pipeline_args: further Beam pipeline options, e.g. "--project=p --region=r
         --temp_location=gs://b/tmp".
 
-    Raises corpus.InputError / writer.OutputError as the local runner does; on any failure no
-    output is left under its final name.
+    Raises corpus.InputError / writer.OutputError as the local runner does (`writer.claim_outputs`
+    locks local output directories); on any failure no output is left under its final name.
     """
     started = time.monotonic()
     paths = expand_inputs(config.input_file)
     check_readable(paths)
     outputs = writer.shard_paths(config.output_file, config.num_output_shards)
+    summary_path = config.summary_path()
+    with writer.claim_outputs(outputs, summary_path, remove=False):
+        _delete_leftovers([*outputs, summary_path])
+        return _run(config, beam_runner, pipeline_args, paths, outputs, summary_path, started)
+
+
+def _run(
+    config: DataPrepConfig,
+    beam_runner: str,
+    pipeline_args: str | Sequence[str],
+    paths: list[str],
+    outputs: list[str],
+    summary_path: str,
+    started: float,
+) -> dict:
     run_id = uuid.uuid4().hex[:12]
-    _delete_leftovers(outputs)
     temps = [_hidden(path, f"beam-{run_id}") for path in outputs]
     spill_prefix = temps[0]  # the run's other hidden files are named after the first shard's
     totals_path = f"{spill_prefix}.totals.json"
@@ -140,7 +150,7 @@ def run(
     elapsed = time.monotonic() - started
     summary = job_summary(config, paths, outputs, counts, stats, skips, elapsed, "beam")
     summary["settings"]["beam_runner"] = beam_runner
-    _write_summary(config.summary_path(), summary)
+    _write_summary(summary_path, summary)
     logging.info(
         "wrote %d instances to %d file(s) in %.1fs on Beam (%s)",
         stats.instances,
@@ -190,25 +200,25 @@ def _hidden(path: str, suffix: str) -> str:
     return FileSystems.join(directory, f".{name}.{suffix}")
 
 
-def _delete_leftovers(outputs: Sequence[str]) -> None:
-    """Deletes the hidden shards and totals that killed runs into these outputs left behind (a
-    run that ends, even by an exception, deletes its own); one listing per directory. Two jobs
-    must not write the same outputs at once."""
-    prefixes = {_hidden(path, "beam-") for path in outputs}
-    directories = sorted({FileSystems.split(path)[0] for path in outputs})
+def _delete_leftovers(paths: Sequence[str]) -> None:
+    """Deletes the hidden files that killed runs of either runner left under the names of `paths`
+    (`writer.is_leftover`; a run that ends, even by an exception, deletes its own), with one log
+    line giving their number and size; one listing per directory."""
     try:
-        matches = FileSystems.match([FileSystems.join(d, ".*.beam-*") for d in directories])
-        leftovers = [
-            m.path
-            for match in matches
-            for m in match.metadata_list
-            if (run := _LEFTOVER.fullmatch(m.path)) and run.group(1) in prefixes
-        ]
-        if leftovers:
+        found = []
+        for directory, names in writer.names_by_directory(paths, FileSystems.split).items():
+            match = FileSystems.match([FileSystems.join(directory, ".*")])[0]
+            for m in match.metadata_list:
+                parent, name = FileSystems.split(m.path)
+                if parent == directory and writer.is_leftover(name, names):  # not in subfolders
+                    found.append(m)
+        if found:
+            FileSystems.delete([m.path for m in found])
             logging.warning(
-                "deleting %d file(s) an interrupted run left: %s", len(leftovers), leftovers
+                describe_removed(
+                    len(found), sum(m.size_in_bytes for m in found), [m.path for m in found]
+                )
             )
-            FileSystems.delete(leftovers)
     except Exception as e:  # the run goes on: its own files are under other names
         logging.warning("could not delete the files an interrupted run left: %s", e)
 

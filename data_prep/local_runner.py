@@ -46,15 +46,23 @@ def _process_in_worker(spill_path: str, pool: DocumentPool) -> Stats:
 def run(config: DataPrepConfig) -> dict:
     """Runs the job and returns the summary (also written as JSON beside the outputs).
 
-    Raises corpus.InputError / writer.OutputError for fatal input or output problems, before any
-    output is renamed into place.
+    Raises corpus.InputError / writer.OutputError for fatal input or output problems (another
+    job writing into an output's directory among them), before any output is renamed into place.
+    What killed runs left under the outputs' names is removed first (`writer.claim_outputs`).
     """
-    global _WORKER
     started = time.monotonic()
     paths = corpus.expand_inputs(config.input_file)
     corpus.check_readable(paths)
     outputs = writer.shard_paths(config.output_file, config.num_output_shards)
     summary_path = config.summary_path()
+    with writer.claim_outputs(outputs, summary_path):
+        return _run(config, paths, outputs, summary_path, started)
+
+
+def _run(
+    config: DataPrepConfig, paths: list[str], outputs: list[str], summary_path: str, started: float
+) -> dict:
+    global _WORKER
     skips = corpus.SkipLog()
     stats = Stats()
     threads = max(1, (os.cpu_count() or 1) // config.num_workers)
@@ -130,7 +138,7 @@ def _run_in_workers(
                 os.remove(spill)
 
             for pool in pools:
-                spill = f"{spill_prefix}.pool{pool.key}"
+                spill = writer.spill_path(spill_prefix, pool.key)
                 pending.append((spill, workers.apply_async(_process_in_worker, (spill, pool))))
                 while len(pending) >= 2 * num_workers:
                     finish_oldest()

@@ -2,15 +2,35 @@
 
 An interrupted run leaves only hidden `.NAME.incomplete-PID` files (removed on any clean failure), never a
 file under a final name; files from an earlier run keep their content until the new ones replace them.
+`claim_outputs` holds the outputs' directories for one job and removes what killed runs (of either
+runner) left under the outputs' names.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import random
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Collection, Iterator, Sequence
 
-from albert_tf.io import replace_synced
+from albert_tf.io import TEMPORARY_NAME, replace_synced
+from albert_tf.output_dirs import (
+    OutputInUseError,
+    find_leftovers,
+    lock_output_dir,
+    remove_leftovers,
+)
+
+# The hidden files a run writes beside its outputs, named after an output (matched whole): the local
+# runner's shards and spill files (`.NAME.incomplete-PID`, `.NAME.incomplete-PID.pool-F-N`) and the
+# Beam runner's (`.NAME.beam-RUNID`; beside the first shard, `.NAME.beam-RUNID.totals.json` and
+# spill files `.NAME.beam-RUNID.pool-F-N-XXXXXXXX`, `.NAME.beam-RUNID.records-F-N-XXXXXXXX`).
+_RUN_FILE = re.compile(
+    r"\.(?P<output>.+)\.(?:incomplete-\d+(?:\.pool-\d+-\d+)?"
+    r"|beam-[0-9a-f]{12}(?:\.totals\.json|\.(?:pool|records)-\d+-\d+-[0-9a-f]{8})?)"
+)
 
 
 class OutputError(Exception):
@@ -39,6 +59,59 @@ def temporary_path(path: str) -> str:
     """Hidden, clearly unfinished name in the same directory (so the final rename is atomic)."""
     directory, name = os.path.split(os.path.abspath(path))
     return os.path.join(directory, f".{name}.incomplete-{os.getpid()}")
+
+
+def spill_path(prefix: str, pool_key: tuple[int, int]) -> str:
+    """The local runner's spill file of a pool, beside the shard `temporary_path` `prefix`."""
+    return f"{prefix}.pool-{pool_key[0]}-{pool_key[1]}"
+
+
+def is_leftover(name: str, names: Collection[str]) -> bool:
+    """Whether the file `name`, in a directory where a run writes the files `names` (shards and
+    summary), is one that a run writes under a hidden name and only a killed run leaves: a
+    shard or spill file of either runner, or the summary's temporary (`albert_tf.io`)."""
+    match = _RUN_FILE.fullmatch(name)
+    if match:
+        return match.group("output") in names
+    return bool(TEMPORARY_NAME.fullmatch(name)) and any(
+        name.startswith(f".{output}.tmp-") for output in names
+    )
+
+
+def names_by_directory(paths: Sequence[str], split=os.path.split) -> dict[str, set[str]]:
+    """{directory: names of `paths` in it}; `split` is the filesystem's (local by default)."""
+    groups: dict[str, set[str]] = {}
+    for path in paths:
+        directory, name = split(path if "://" in path else os.path.abspath(path))
+        groups.setdefault(directory, set()).add(name)
+    return groups
+
+
+@contextlib.contextmanager
+def claim_outputs(outputs: Sequence[str], summary: str, remove: bool = True) -> Iterator[None]:
+    """Holds the directories of `outputs` for this job (`albert_tf.output_dirs.lock_output_dir`;
+    OutputError naming the directory and the other job while another job holds one), then
+    removes the hidden files that killed runs left under the names of `outputs` and `summary`
+    (`remove=False`: the caller removes them, on a filesystem of its own).
+
+    The lock is per directory: two jobs into one directory, even under other names, are refused.
+    """
+    with contextlib.ExitStack() as stack:
+        for directory in sorted(names_by_directory(outputs)):
+            try:
+                stack.enter_context(lock_output_dir(directory))
+            except OutputInUseError as e:
+                raise OutputError(str(e)) from e
+            except OSError as e:
+                message = f"cannot write output {e.filename or directory}: {e.strerror or e}"
+                raise OutputError(message) from e
+        if remove:
+            found = []
+            for directory, names in names_by_directory([*outputs, summary]).items():
+                if "://" not in directory:
+                    found += find_leftovers(directory, functools.partial(is_leftover, names=names))
+            remove_leftovers(found)
+        yield
 
 
 class ShardedWriter:

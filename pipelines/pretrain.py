@@ -144,6 +144,7 @@ def main(argv):
 
     from albert_tf.checkpoints import CheckpointMismatchError
     from albert_tf.config import AlbertConfig
+    from albert_tf.output_dirs import OutputInUseError
     from albert_tf.training.callbacks import NonFiniteLossError
     from albert_tf.training.distribution import TPUUnavailableError
     from albert_tf.training.pretraining import run_pretraining
@@ -167,6 +168,7 @@ def main(argv):
         CheckpointMismatchError,
         CorruptRecordError,
         FileNotFoundError,
+        OutputInUseError,
     ) as error:
         logging.error("%s: %s", type(error).__name__, error)
         sys.exit(1)

@@ -277,3 +277,32 @@ def test_cli_bad_rows_fail_with_file_and_line_or_are_counted(tmp_path, tiny_conf
     assert "test.tsv: skipped 1 malformed rows (first: line 3: expected 2" in skipped.stderr
     # Then prediction stops cleanly: nothing was trained in that output_dir.
     assert skipped.returncode == 1 and "no checkpoint in" in skipped.stderr
+
+
+def test_a_malformed_test_or_dev_file_stops_the_job_before_training(tmp_path, tiny_config_file):
+    (tmp_path / "SST-2").mkdir()
+    (tmp_path / "SST-2" / "train.tsv").write_text("sentence\tlabel\ngood .\t1\nbad .\t0\n")
+    (tmp_path / "SST-2" / "dev.tsv").write_text("sentence\tlabel\ngood .\t1\nbad .\t0\n")
+    test = tmp_path / "SST-2" / "test.tsv"
+    test.write_text("index\tsentence\n0\tfine .\n1\ttoo\tmany\n")
+    config = finetuning.FinetuneConfig(
+        "sst-2",
+        str(tmp_path),
+        str(tmp_path / "out"),
+        str(SPM),
+        albert_config_file=str(tiny_config_file),
+        max_seq_length=32,
+        train_step=4,
+        save_checkpoints_steps=2,
+        train_batch_size=2,
+    )
+    with pytest.raises(finetuning.glue.MalformedRowError, match=f"^{test}:3: expected 2 "):
+        finetuning.run(config, do_train=True, do_eval=False, do_predict=True)
+    assert not (tmp_path / "out").exists()  # nothing trained, nothing written
+
+    test.write_text("index\tsentence\n0\tfine .\n")
+    dev = tmp_path / "SST-2" / "dev.tsv"
+    dev.write_text("sentence\tlabel\ngood .\t1\nbad .\tnegative\n")
+    with pytest.raises(finetuning.glue.MalformedRowError, match=f"^{dev}:3: unknown label"):
+        finetuning.run(config, do_train=True, do_eval=True, do_predict=True)
+    assert not (tmp_path / "out").exists()

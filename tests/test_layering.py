@@ -18,7 +18,13 @@ PACKAGES = ("albert_tf", "data_prep", "pipelines")
 # Lowest first; the modules of one layer may import each other. The fine-tuning loop sits under
 # the tasks (GLUE now), which implement its `Task` protocol: the loop never names a benchmark.
 LAYERS = (
-    ("albert_tf.config", "albert_tf.io", "albert_tf.tolerance", "albert_tf.records"),
+    (
+        "albert_tf.config",
+        "albert_tf.io",
+        "albert_tf.output_dirs",
+        "albert_tf.tolerance",
+        "albert_tf.records",
+    ),
     ("albert_tf.text",),
     ("albert_tf.modeling",),
     ("albert_tf.checkpoints",),
@@ -35,6 +41,7 @@ TENSORFLOW_FREE = (
     "albert_tf.records",
     "albert_tf.config",
     "albert_tf.io",
+    "albert_tf.output_dirs",
     "albert_tf.text.ngrams",
     "albert_tf.text.pairs",
     "albert_tf.text.tokenization",

@@ -253,6 +253,22 @@ def test_eval_reader_keeps_questions_with_several_answers(tmp_path):
     assert all(e.orig_answer_text is None and not e.is_impossible for e in examples)
 
 
+def test_a_repeated_question_id_is_refused_for_evaluation_and_kept_for_training(tmp_path):
+    answer = [{"text": "Rollo", "answer_start": 0}]
+    path = _write(tmp_path, [_qa("a", answer), _qa("dup", answer), _qa("dup", answer, "When?")])
+    # Predictions are keyed by id: one of the two would be lost.
+    with pytest.raises(SquadFormatError) as refused:
+        read_squad_examples(path, is_training=False)
+    assert str(refused.value).startswith(f"{path}: question id 'dup' appears twice (article 0, ")
+    # Training keys nothing by id: both questions are trained on, as the original reads them.
+    examples = read_squad_examples(path, is_training=True)
+    assert [(e.qas_id, e.question_text) for e in examples] == [
+        ("a", "Who?"),
+        ("dup", "Who?"),
+        ("dup", "When?"),
+    ]
+
+
 def test_training_needs_exactly_one_answer(tmp_path):
     answers = [{"text": "Rollo", "answer_start": 0}, {"text": "Rollo", "answer_start": 0}]
     path = _write(tmp_path, [_qa("two", answers)])

@@ -296,6 +296,20 @@ def test_predict_features_are_cached_and_rebuilt_for_other_settings(tmp_path):
     assert read_left_file(str(left), 128)[0]["doc_stride"] == 64
 
 
+def test_a_repeated_question_id_in_the_predict_file_stops_the_job_before_training(tmp_path):
+    data = json.loads(DEV_V2.read_text())
+    questions = data["data"][0]["paragraphs"][0]["qas"]
+    questions[1]["id"] = questions[0]["id"]
+    repeated = tmp_path / "dev.json"
+    repeated.write_text(json.dumps(data))
+    config = config_v2(tmp_path, predict_file=str(repeated))
+    with pytest.raises(
+        squad.SquadFormatError, match=f"question id {questions[0]['id']!r} appears twice"
+    ):
+        squad.run(config, do_train=True, do_predict=True)
+    assert not pathlib.Path(config.output_dir).exists()  # nothing trained or cached
+
+
 def test_cli_bad_training_answer_is_one_line_error_naming_file_and_question(tmp_path):
     data = json.loads(TRAIN_V2.read_text())
     qa = next(

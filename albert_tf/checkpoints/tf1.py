@@ -12,14 +12,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Mapping
 
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.io import write_text
+from albert_tf.io import make_temporary_dir, write_text
 from albert_tf.modeling.model import AlbertPretrainer
 
 _BLOCK = r"(group|layer)_(\d+)_inner_group_(\d+)"
@@ -223,7 +222,7 @@ def save_tf1_checkpoint(model, path: str | os.PathLike, global_step: int | None 
     if global_step is not None:
         names.append("global_step")
         tensors.append(tf.constant(global_step, tf.int64))
-    staging = tempfile.mkdtemp(prefix=f".{basename}.", dir=directory)
+    staging = make_temporary_dir(path)  # what a kill leaves, the next run removes
     try:
         tf.raw_ops.SaveV2(
             prefix=os.path.join(staging, basename),

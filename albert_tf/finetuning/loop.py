@@ -32,8 +32,10 @@ from albert_tf.finetuning.selection import (
     CheckpointEvaluator,
     list_checkpoints,
 )
+from albert_tf.finetuning.resume import TRAIN_STATE_DIR
 from albert_tf.finetuning.task import LoopSettings, Task
 from albert_tf.finetuning.training import model_dtype, train
+from albert_tf.output_dirs import claim_output_dir
 from albert_tf.training.distribution import is_chief, is_multi_worker
 
 __all__ = [
@@ -154,6 +156,9 @@ def run(
 
     With `checkpoint` (no training), that checkpoint alone is scored, predicted and exported
     instead of those of `output_dir`: it is neither copied to `model.ckpt-best` nor deleted.
+
+    The chief holds `output_dir` for the job (`OutputInUseError` while another job does) and
+    first removes what a killed run left there (`albert_tf.output_dirs.claim_output_dir`).
     """
     config = task.settings
     if not (do_train or do_eval or do_predict or config.export_dir):
@@ -164,6 +169,21 @@ def run(
     albert_config = resolve_albert_config(config)
     if do_predict:
         task.check_predict_inputs()  # fail before hours of training
+    chief = strategy is None or is_chief(strategy)
+    with claim_output_dir(config.output_dir, (TRAIN_STATE_DIR,), writes=chief):
+        return _run(task, albert_config, do_train, do_eval, do_predict, strategy, checkpoint)
+
+
+def _run(
+    task: Task,
+    albert_config: AlbertConfig,
+    do_train: bool,
+    do_eval: bool,
+    do_predict: bool,
+    strategy: tf.distribute.Strategy | None,
+    checkpoint: str | None,
+) -> dict:
+    config = task.settings
     chief = strategy is None or is_chief(strategy)
     # Scoring, prediction and export run in one process: never on a multi-worker strategy.
     local_strategy = None if is_multi_worker(strategy) else strategy

@@ -21,6 +21,7 @@ from albert_tf.checkpoints.tf1 import assign_tf1_weights, read_weights, save_tf1
 from albert_tf.config import AlbertConfig
 from albert_tf.io import atomic_path, write_json
 from albert_tf.modeling.model import AlbertPretrainer
+from albert_tf.output_dirs import claim_output_dir
 from albert_tf.records import UNMASKED_FEATURE_NAMES
 from albert_tf.training import record_checks
 from albert_tf.training.distribution import is_chief
@@ -59,9 +60,23 @@ def load_initial_weights(model: AlbertPretrainer, path: str) -> None:
 def run_pretraining(
     options: PretrainingOptions, config: AlbertConfig, strategy: tf.distribute.Strategy
 ) -> dict:
-    """Train (resuming if checkpoints exist), evaluate, export. Returns paths and metrics."""
-    o = options
-    validate(o, config, strategy.num_replicas_in_sync)
+    """Train (resuming if checkpoints exist), evaluate, export. Returns paths and metrics.
+
+    The chief holds `output_dir` for the run (`OutputInUseError` while another job does) and
+    first removes what a killed run left there (`albert_tf.output_dirs.claim_output_dir`).
+    """
+    validate(options, config, strategy.num_replicas_in_sync)
+    with claim_output_dir(options.output_dir, _SUBFOLDERS, writes=is_chief(strategy)):
+        return _run_pretraining(options, config, strategy)
+
+
+# The folders of output_dir that a run writes with temporary names.
+_SUBFOLDERS = ("checkpoints", "tf1", "repaired_records")
+
+
+def _run_pretraining(
+    o: PretrainingOptions, config: AlbertConfig, strategy: tf.distribute.Strategy
+) -> dict:
     chief = is_chief(strategy)
     # Non-chief workers must save too (collective writes) but into a scratch directory.
     work_dir = o.output_dir if chief else tempfile.mkdtemp(prefix="albert_worker_")

@@ -167,8 +167,11 @@ class GlueFinetuneTask(TaskBase):
         )
 
     def check_predict_inputs(self) -> None:
-        """Raises when the test split's file is missing."""
-        glue.task_file(self.settings.task, self.settings.data_dir, "test")
+        """Reads the test split's rows (not encoded), so that a missing file or a malformed row
+        (`MalformedRowError` naming file and line, unless `skip_malformed_rows`) stops the job
+        before training; the loop has the dev split read before training too."""
+        c = self.settings
+        glue.read_split(c.task, c.data_dir, "test", c.do_lower_case, c.skip_malformed_rows)
 
     def predict_inputs(self) -> EncodedSplit:
         """The test split, encoded."""

@@ -116,6 +116,10 @@ def read_squad(
     `skip_bad_answers=True` a training answer that is not in its context drops the question
     instead, and its id is listed in `skipped`.
 
+    Question ids must be unique for evaluation: predictions are keyed by id, so the original
+    silently kept one answer of a repeated id. Training keys nothing by id (the original trains on
+    every copy), so a training file may repeat an id, as the original reads it.
+
     Args:
         path: the JSON file.
         is_training: read answers as the training reader does.
@@ -125,6 +129,7 @@ def read_squad(
     data = _field(_load_json(path), "data", list, path)
     examples: list[SquadExample] = []
     skipped: list[str] = []
+    seen: dict[str, str] = {}  # id -> where first met (evaluation only)
     for article_index, article in enumerate(data):
         for paragraph_index, paragraph in enumerate(
             _field(article, "paragraphs", list, f"{path}: article {article_index}")
@@ -144,6 +149,7 @@ def read_squad(
                     if error is not None:
                         raise SquadFormatError(f"{where_qa}: the {field} {error}")
                 if not is_training:
+                    _check_unique(seen, qas_id, article_index, paragraph_index, path)
                     examples.append(SquadExample(qas_id, question_text, paragraph_text))
                     continue
                 is_impossible = qa.get("is_impossible", False)
@@ -179,6 +185,16 @@ def read_squad(
             len(skipped),
         )
     return SquadFile(examples, skipped)
+
+
+def _check_unique(seen: dict[str, str], qas_id: str, article: int, paragraph: int, path: str):
+    here = f"article {article}, paragraph {paragraph}"
+    if qas_id in seen:
+        raise SquadFormatError(
+            f"{path}: question id {qas_id!r} appears twice ({seen[qas_id]} and {here}): its "
+            "predictions would overwrite each other; give every question its own id"
+        )
+    seen[qas_id] = here
 
 
 def read_squad_examples(

@@ -17,6 +17,7 @@ written beside).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 
@@ -42,7 +43,9 @@ from albert_tf.tasks.squad.scoring import (
     read_squad_data,
     scorable,
 )
+from albert_tf.output_dirs import lock_output_dir
 from albert_tf.text.tokenization import AlbertTokenizer
+from albert_tf.training.distribution import is_chief
 
 __all__ = [
     "RECIPE",
@@ -252,8 +255,14 @@ def run(
     if not (do_train or do_predict or config.export_dir):
         raise ValueError("At least one of `do_train` or `do_predict` or `export_dir` must be True.")
     task = SquadFinetuneTask(config)
-    if do_train:
-        task.settings = config = with_schedule(config, len(task.train_examples()))
-    do_eval = do_predict and task.predict_inputs().scorable
-    checkpoint = config.init_checkpoint if not do_train else None
-    return loop.run(task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint)
+    # The predict file's windows are cached in output_dir before the loop claims it: held from
+    # here on, so that a second job stops before any work.
+    chief = strategy is None or is_chief(strategy)
+    with lock_output_dir(config.output_dir) if chief else contextlib.nullcontext():
+        if do_train:
+            task.settings = config = with_schedule(config, len(task.train_examples()))
+        do_eval = do_predict and task.predict_inputs().scorable
+        checkpoint = config.init_checkpoint if not do_train else None
+        return loop.run(
+            task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint
+        )
