@@ -38,6 +38,7 @@ TENSORFLOW_FREE = (
     "albert_tf.text.ngrams",
     "albert_tf.text.pairs",
     "albert_tf.text.tokenization",
+    "albert_tf.text.client_sentencepiece",
     "data_prep",
 )
 HEAVY = ("tensorflow", "keras", "keras_hub", "tensorflow_text")
