@@ -87,7 +87,9 @@ def convert(
     ~0.34): the dynamic-range variant shares it as converted; `tflite_int8` after
     `share_tied_embedding_table`; the integer-only one keeps two. The parity check covers the
     accuracy this costs. (The switch is a private converter attribute: the public API has no
-    per-layer one.)
+    per-layer one.) `tflite_int8_dynamic` quantizes dense weights per tensor whatever the head:
+    per-channel hybrid FULLY_CONNECTED is version 12 (LiteRT >= 2.17), which the TFLite Task
+    Library's runtime refuses; per tensor it is version 9 (>= 2.9).
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown TFLite variant {variant!r}; choose from {VARIANTS}")
@@ -102,7 +104,9 @@ def convert(
     if variant in CALIBRATED_VARIANTS:
         converter.representative_dataset = representative
     if variant in ("tflite_int8_dynamic", "tflite_int8_integer_only"):
-        converter._experimental_disable_per_channel_quantization_for_dense_layers = shared_weights
+        converter._experimental_disable_per_channel_quantization_for_dense_layers = (
+            shared_weights or variant == "tflite_int8_dynamic"
+        )
     if variant == "tflite_int8_integer_only":
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     if variant != "tflite_int8":
