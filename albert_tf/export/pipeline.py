@@ -29,6 +29,7 @@ from absl import logging
 from albert_tf.checkpoints.tf1 import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export import data as export_data
+from albert_tf.export.app_metadata import AppMetadataSettings, add_app_metadata
 from albert_tf.export.heads import head_spec
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa_text import QaSettings
@@ -76,6 +77,8 @@ class ExportConfig:
     seed: int = 12345
     thresholds: ParityThresholds = dataclasses.field(default_factory=ParityThresholds)
     qa: QaSettings | None = None  # the SQuAD heads' text-in model; None: `QaSettings()`
+    # Metadata for on-device clients in the TFLite files (`app_metadata`).
+    app_metadata: AppMetadataSettings = dataclasses.field(default_factory=AppMetadataSettings)
 
     def __post_init__(self):
         self.max_predictions_per_seq = resolve_max_predictions_per_seq(
@@ -339,21 +342,23 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
                 )
         variants = [f for f in config.formats if f in VARIANTS]
         if variants:
-            passed.update(
-                build_tflite_variants(
-                    head,
-                    variants,
-                    config.max_seq_length,
-                    config.max_predictions_per_seq,
-                    verification,
-                    calibration,
-                    reference,
-                    staging,
-                    config.thresholds,
-                    config.latency_runs,
-                    report["artifacts"],
-                )
+            staged_tflite = build_tflite_variants(
+                head,
+                variants,
+                config.max_seq_length,
+                config.max_predictions_per_seq,
+                verification,
+                calibration,
+                reference,
+                staging,
+                config.thresholds,
+                config.latency_runs,
+                report["artifacts"],
             )
+            add_app_metadata(
+                head, config, tokenizer, PROBE_TEXTS + texts, verification, staged_tflite, report
+            )
+            passed.update(staged_tflite)
         for key, staged in passed.items():
             os.makedirs(os.path.dirname(destinations[key]), exist_ok=True)
             os.rename(staged, destinations[key])
