@@ -176,10 +176,10 @@ def _outputs_differ(head, before: bytes, after: bytes, examples) -> list[str]:
 
 
 def add_app_metadata(head, config, tokenizer, texts, examples, staged: dict, report: dict) -> None:
-    """Give the staged TFLite files of `staged` ({artifact: path}) their clients' metadata as
-    `config.app_metadata` asks, in place; record it (and every file's minimum LiteRT runtime)
-    in `report`. A file the clients would read otherwise than our Python path is refused:
-    its reason goes to its `failures` and it leaves `staged`.
+    """Give the staged TFLite files of `staged` ({artifact: path}; other artifacts are left
+    alone) their clients' metadata as `config.app_metadata` asks, in place; record it (and
+    every file's minimum LiteRT runtime) in `report`. A file the clients would read otherwise
+    than our Python path is refused: its reason goes to its `failures` and it leaves `staged`.
 
     `texts`: the (text_a, text_b or None) probes and verification texts; `examples`: the
     verification examples. ValueError for a cased model the clients would lowercase.

@@ -342,23 +342,24 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
                 )
         variants = [f for f in config.formats if f in VARIANTS]
         if variants:
-            staged_tflite = build_tflite_variants(
-                head,
-                variants,
-                config.max_seq_length,
-                config.max_predictions_per_seq,
-                verification,
-                calibration,
-                reference,
-                staging,
-                config.thresholds,
-                config.latency_runs,
-                report["artifacts"],
+            passed.update(
+                build_tflite_variants(
+                    head,
+                    variants,
+                    config.max_seq_length,
+                    config.max_predictions_per_seq,
+                    verification,
+                    calibration,
+                    reference,
+                    staging,
+                    config.thresholds,
+                    config.latency_runs,
+                    report["artifacts"],
+                )
             )
             add_app_metadata(
-                head, config, tokenizer, PROBE_TEXTS + texts, verification, staged_tflite, report
+                head, config, tokenizer, PROBE_TEXTS + texts, verification, passed, report
             )
-            passed.update(staged_tflite)
         for key, staged in passed.items():
             os.makedirs(os.path.dirname(destinations[key]), exist_ok=True)
             os.rename(staged, destinations[key])
