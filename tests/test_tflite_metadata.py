@@ -37,8 +37,6 @@ from albert_tf.text.tokenization import AlbertTokenizer
 from tests.conftest import FIXTURES, REPO_ROOT
 from tests.model_configs import CLASSIFIER_TINY
 
-pytestmark = pytest.mark.numerics  # bit-identical outputs, on whichever kernels
-
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
 CORPUS = FIXTURES / "original_data" / "corpus_small.txt"
 INPUTS = ("input_ids", "input_mask", "segment_ids")
