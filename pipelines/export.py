@@ -67,7 +67,9 @@ flags.DEFINE_integer(
 flags.DEFINE_integer(
     "max_seq_length",
     128,
-    "Sequence length of the TFLite models, the text models and serve_examples.",
+    "Sequence length of the TFLite models, the text models and serve_examples (--head=squad_v1 "
+    "with --tflite_metadata: 384 unless given, the length BertQuestionAnswerer feeds, if the "
+    "model has the positions).",
 )
 flags.DEFINE_integer(
     "max_predictions_per_seq",
@@ -90,6 +92,13 @@ flags.DEFINE_enum(
     "pretrainer",
     list(HEAD_KINDS),
     " ".join(f"{name}: {summary}" for name, summary in HEAD_KINDS.items()),
+)
+flags.DEFINE_bool(
+    "tflite_metadata",
+    True,
+    "TFLite files of a single-text classifier and of squad_v1 carry metadata for on-device "
+    "clients (MediaPipe Tasks, TFLite Task Library: tokenizer, input/output names, labels from "
+    "classifier_info.json beside --keras_model); false: the files as converted.",
 )
 flags.DEFINE_integer("num_verification_examples", 256, "Examples every artifact is checked on.")
 flags.DEFINE_integer(
@@ -137,6 +146,7 @@ def _stop(signum, frame):
 def main(argv):
     del argv
     from albert_tf.export import ExportConfig, ParityError, export_model, load_serving_head
+    from albert_tf.export.app_metadata import default_max_seq_length, settings_beside
     from albert_tf.export.qa_text import QA_HEADS, QaSettings
 
     signal.signal(signal.SIGTERM, _stop)
@@ -167,7 +177,12 @@ def main(argv):
                 output_dir=FLAGS.output_dir,
                 model_name=FLAGS.model_name,
                 version=FLAGS.version,
-                max_seq_length=FLAGS.max_seq_length,
+                max_seq_length=default_max_seq_length(
+                    head,
+                    FLAGS.tflite_metadata,
+                    FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None,
+                    FLAGS.max_seq_length,
+                ),
                 max_predictions_per_seq=FLAGS.max_predictions_per_seq,
                 formats=tuple(FLAGS.formats),
                 spm_model_file=FLAGS.spm_model_file,
@@ -177,6 +192,9 @@ def main(argv):
                 num_calibration_examples=FLAGS.num_calibration_examples,
                 latency_runs=FLAGS.latency_runs,
                 qa=qa,
+                app_metadata=settings_beside(
+                    FLAGS.keras_model if FLAGS.head == "classifier" else None, FLAGS.tflite_metadata
+                ),
             ),
         )
     except (ValueError, OSError, ParityError) as e:  # bad input, refused, or storage: no traceback

@@ -71,9 +71,19 @@ def test_every_format_names_its_gate_destination_and_calibration():
         "tflite_int8",
         "tflite_int8_integer_only",
     ]
-    # The int8 formats quantize a tied table's dense use per tensor, so that one copy serves both.
+    # The calibrated int8 formats quantize a tied table's dense use per tensor, so that one copy
+    # serves both; the dynamic one quantizes every dense weight per tensor (tied ones with them),
+    # for the op versions the TFLite Task Library's runtime accepts.
     tied = [n for n, s in formats.REGISTRY.items() if s.tflite and s.tflite.per_tensor_when_tied]
-    assert tied == ["tflite_int8_dynamic", "tflite_int8", "tflite_int8_integer_only"]
+    assert tied == ["tflite_int8", "tflite_int8_integer_only"]
+    dense = [n for n, s in formats.REGISTRY.items() if s.tflite and s.tflite.dense_per_tensor]
+    assert dense == ["tflite_int8_dynamic"]
+    # Every TFLite format ends with its on-device clients' metadata.
+    assert all(
+        s.tflite.post_process[-1] is formats.attach_app_metadata
+        for s in formats.REGISTRY.values()
+        if s.tflite
+    )
     assert formats.destinations("out", "m", 2) == {
         "saved_model": "out/m/2",
         "preprocessing": "out/m_preprocessing/2",
@@ -107,9 +117,9 @@ def test_a_registered_format_is_built_post_processed_gated_and_written_from_its_
     head = serving_head("pretrainer", model)
     steps = []
 
-    def tag(flatbuffer: bytes, job) -> bytes:  # a post-processing step, as attaching metadata is
-        steps.append((len(flatbuffer), job.head.kind, job.config.max_seq_length))
-        return flatbuffer
+    def tag(flatbuffer: bytes, job, artifact: str):  # a post-processing step, as metadata is
+        steps.append((len(flatbuffer), job.head.kind, job.config.max_seq_length, artifact))
+        return flatbuffer, {"tagged": True}
 
     made_up = formats.tflite_format(
         "fp32_tagged",
@@ -140,7 +150,8 @@ def test_a_registered_format_is_built_post_processed_gated_and_written_from_its_
     record = report["artifacts"]["tflite_fp32_tagged"]
     assert record["failures"] == [] and record["path"] == str(path)
     assert record["size_bytes"] == path.stat().st_size
-    assert steps == [(record["size_bytes"], "pretrainer", 16)]
+    assert steps == [(record["size_bytes"], "pretrainer", 16, "tflite_fp32_tagged")]
+    assert record["tagged"] is True  # a step's fields join the artifact's record
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "albert_tflite",
         "export_report_albert_1.json",

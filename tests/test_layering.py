@@ -45,6 +45,7 @@ TENSORFLOW_FREE = (
     "albert_tf.text.ngrams",
     "albert_tf.text.pairs",
     "albert_tf.text.tokenization",
+    "albert_tf.text.client_sentencepiece",
     "albert_tf.export.formats",
     "albert_tf.export.head_kinds",
     "albert_tf.export.qa_limits",

@@ -90,10 +90,15 @@ class TfliteRecipe:
         per_tensor_when_tied: where the head ties a weight to another op (the MLM decoder is the
             word-embedding table), quantize dense weights per tensor, not per output channel, so
             that both uses can share one int8 copy (`tflite.convert`).
+        dense_per_tensor: quantize dense weights per tensor whatever the head: a per-channel
+            hybrid FULLY_CONNECTED is op version 12 (LiteRT >= 2.17), which the TFLite Task
+            Library's runtime refuses; per tensor it is version 9 (>= 2.9).
         mask_adder: what the source model adds to padded keys' attention scores; None: the
             model's own (`layers.MASK_ADDER`).
-        post_process: steps (model bytes, `ExportJob`) -> model bytes, run in order on the
-            converted model before it is verified (e.g. attaching metadata for on-device clients).
+        post_process: steps (model bytes, `ExportJob`, artifact key) -> (model bytes, fields),
+            run in order on the converted model before it is verified (e.g. attaching metadata
+            for on-device clients); `fields` join the artifact's report record, and a
+            `failures` list among them refuses the file like a failed parity check.
 
     Example:
         >>> TfliteRecipe(optimize=True, float16_weights=True)
@@ -105,8 +110,9 @@ class TfliteRecipe:
     integer_only: bool = False
     keep_float_ops: tuple[str, ...] | None = None
     per_tensor_when_tied: bool = False
+    dense_per_tensor: bool = False
     mask_adder: float | None = None
-    post_process: tuple[Callable[[bytes, Any], bytes], ...] = ()
+    post_process: tuple[Callable[[bytes, Any, str], tuple[bytes, dict]], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,6 +167,7 @@ class ExportJob:
         staging: the export's staging directory; builders write under it only.
         artifacts: the report's {artifact key: record}, which builders fill.
         shared: what the builders of one export share by key (assets, TFLite source models).
+        notes: entries of the report's top level that builders add (e.g. `app_metadata`).
     """
 
     head: Any
@@ -173,6 +180,7 @@ class ExportJob:
     staging: str
     artifacts: dict = dataclasses.field(default_factory=dict)
     shared: dict = dataclasses.field(default_factory=dict)
+    notes: dict = dataclasses.field(default_factory=dict)
 
     @property
     def thresholds(self) -> ParityThresholds:
@@ -193,10 +201,20 @@ def build_tflite(job: ExportJob, spec: FormatSpec) -> dict[str, str]:
     return tflite.build(job, spec)
 
 
+def attach_app_metadata(model: bytes, job: ExportJob, artifact: str) -> tuple[bytes, dict]:
+    """The post-processing step of every TFLite format: metadata for on-device clients
+    (`app_metadata.attach`)."""
+    from albert_tf.export import app_metadata
+
+    return app_metadata.attach(model, job, artifact)
+
+
 def tflite_format(variant: str, summary: str, parity, recipe: TfliteRecipe) -> FormatSpec:
     """The TFLite format `tflite_<variant>`: one file, `<name>_tflite/<version>/<name>_<variant>.tflite`,
-    converted by `recipe` and gated by `parity` (a `RelativeDiffLimit` or `Int8Limit`)."""
+    converted by `recipe`, given its on-device clients' metadata (`attach_app_metadata`) and gated
+    by `parity` (a `RelativeDiffLimit` or `Int8Limit`)."""
     name = f"tflite_{variant}"
+    recipe = dataclasses.replace(recipe, post_process=(*recipe.post_process, attach_app_metadata))
     return FormatSpec(
         name=name,
         summary=summary,
@@ -233,7 +251,7 @@ TFLITE_INT8_DYNAMIC = tflite_format(
     "int8_dynamic",
     "TFLite, int8 weights, activations quantized per call: no calibration data",
     Int8Limit(),
-    TfliteRecipe(optimize=True, per_tensor_when_tied=True),
+    TfliteRecipe(optimize=True, dense_per_tensor=True),
 )
 TFLITE_INT8 = tflite_format(
     "int8",

@@ -27,6 +27,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export import data as export_data
 from albert_tf.export import formats, publish
+from albert_tf.export.app_metadata import AppMetadataSettings
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa_text import QaSettings
 from albert_tf.export.savedmodel import ServingHead
@@ -66,6 +67,8 @@ class ExportConfig:
     seed: int = 12345
     thresholds: ParityThresholds = dataclasses.field(default_factory=ParityThresholds)
     qa: QaSettings | None = None  # the SQuAD heads' text-in model; None: `QaSettings()`
+    # Metadata for on-device clients in the TFLite files (`app_metadata`).
+    app_metadata: AppMetadataSettings = dataclasses.field(default_factory=AppMetadataSettings)
 
     def __post_init__(self):
         self.max_predictions_per_seq = resolve_max_predictions_per_seq(
@@ -271,6 +274,7 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
             artifacts=report["artifacts"],
         )
         _build(job, specs, staging, places)
+        report.update(job.notes)
         for path in staging.commit(report, report_path):
             logging.info("Wrote %s", path)
     except BaseException as error:

@@ -31,6 +31,7 @@ from tensorflow.lite.python import convert as lite_convert
 from albert_tf.export.parity import merge_figures, parity_figures
 from albert_tf.export.savedmodel import ServingHead, save_with_signatures
 from albert_tf.export.signatures import signature_function
+from albert_tf.export.tflite_metadata import min_runtime_version
 from albert_tf.export.tied_table import share_tied_embedding_table
 from albert_tf.modeling import layers
 
@@ -58,7 +59,8 @@ def convert(
     from ~0.26 to ~0.34): the converter shares it as it converts dynamic-range models; a recipe
     with `keep_float_ops` shares it after quantizing (`share_tied_embedding_table`); an
     integer-only one keeps two. The parity check covers the accuracy this costs. (The switch is a
-    private converter attribute: the public API has no per-layer one.)
+    private converter attribute: the public API has no per-layer one.) Recipes `dense_per_tensor`
+    quantize dense weights per tensor whatever the head (op versions the Task Library accepts).
     """
     if recipe.calibrated and representative is None:
         raise ValueError("a calibrated TFLite format needs representative examples")
@@ -74,9 +76,10 @@ def convert(
         converter.target_spec.supported_types = [tf.float16]
     if recipe.calibrated:
         converter.representative_dataset = representative
-    per_tensor = shared_weights and recipe.per_tensor_when_tied
+    tied = shared_weights and recipe.per_tensor_when_tied
+    per_tensor = recipe.dense_per_tensor or tied
     if recipe.keep_float_ops is None:
-        if recipe.per_tensor_when_tied:
+        if recipe.per_tensor_when_tied or recipe.dense_per_tensor:
             converter._experimental_disable_per_channel_quantization_for_dense_layers = per_tensor
         return converter.convert()
     converter._experimental_calibrate_only = True  # float model + ranges, quantized below
@@ -85,7 +88,7 @@ def convert(
         denylisted_ops=list(recipe.keep_float_ops),
         disable_per_channel_for_dense_layers=per_tensor,
     )
-    return share_tied_embedding_table(model) if per_tensor else model
+    return share_tied_embedding_table(model) if tied else model
 
 
 @contextlib.contextmanager
@@ -227,9 +230,14 @@ def build(job, spec) -> dict[str, str]:
         representative_dataset(head, job.calibration) if recipe.calibrated else None,
         shared_weights=head.spec.shares_embedding_table,
     )
+    fields: dict = {"min_runtime_version": min_runtime_version(model)}
+    step_failures: list[str] = []
     for step in recipe.post_process:
-        model = step(model, job)
+        model, added = step(model, job, artifact)
+        step_failures += added.pop("failures", [])
+        fields.update(added)
     failures = [f"non-builtin ops: {ops}"] if (ops := non_builtin_ops(model)) else []
+    failures += step_failures
     interpreter = Interpreter(model_content=model)
     examples = job.verification
     figures = merge_figures(
@@ -247,7 +255,7 @@ def build(job, spec) -> dict[str, str]:
     staged = os.path.join(job.staging, f"{artifact}.tflite")
     with open(staged, "wb") as f:
         f.write(model)
-    record = {"ops": op_names(model), "figures": figures, "failures": failures}
+    record = {"ops": op_names(model), "figures": figures, "failures": failures, **fields}
     job.artifacts[artifact] = record
     if failures:
         logging.error("Refusing %s: %s", artifact, "; ".join(failures))
