@@ -32,10 +32,10 @@ from albert_tf.records import (
 )
 from albert_tf.text.ngrams import ngram_cumulative
 from albert_tf.training.dynamic_masking import DynamicMasker, element_seed
+from albert_tf.training.pretraining_options import MASKING_MODES
 
 ORIGINAL_SHUFFLE_BUFFER = 100
 ORIGINAL_CYCLE_LENGTH = 4
-MASKING_MODES = ("auto", "static", "dynamic")
 # Evaluation masks unmasked records from this seed when none is given: the same masks every time.
 EVAL_MASKING_SEED = 0
 
