@@ -129,19 +129,23 @@ def output_paths(config) -> list[tuple[str, str, str]]:
 
 
 def check_output_paths(config) -> None:
-    """Refuses, before any work, an output file that is an existing directory, an output
-    directory that is a file, and a place that cannot be written (read-only, no permission):
-    OSError naming the flag and the path. Remote paths (gs://...) are left to their writers."""
+    """`check_output_path` for every output setting of `config`, before any work."""
     for flag, kind, path in output_paths(config):
-        if "://" in path:
-            continue
-        if kind == OUTPUT_FILE and os.path.isdir(path):
-            raise IsADirectoryError(
-                f"--{flag}={path} is a directory; give the name of a file to write"
-            )
-        if kind == OUTPUT_DIR and os.path.exists(path) and not os.path.isdir(path):
-            raise NotADirectoryError(f"--{flag}={path} is a file; give a directory")
-        _check_writable(os.path.abspath(path) if kind == OUTPUT_DIR else _parent(path))
+        check_output_path(flag, kind, path)
+
+
+def check_output_path(flag: str, kind: str, path: str) -> None:
+    """Refuses an output file (`OUTPUT_FILE`) that is an existing directory, an output directory
+    (`OUTPUT_DIR`) that is a file, and a place that cannot be written (read-only, no
+    permission): OSError naming the flag and the path. Remote paths (gs://...) are left to their
+    writers."""
+    if "://" in path:
+        return
+    if kind == OUTPUT_FILE and os.path.isdir(path):
+        raise IsADirectoryError(f"--{flag}={path} is a directory; give the name of a file to write")
+    if kind == OUTPUT_DIR and os.path.exists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(f"--{flag}={path} is a file; give a directory")
+    _check_writable(os.path.abspath(path) if kind == OUTPUT_DIR else _parent(path))
 
 
 def _parent(path: str) -> str:
