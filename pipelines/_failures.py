@@ -21,12 +21,14 @@ Anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import _thread
 import errno
 import os
 import re
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 
 from absl import app, logging
@@ -77,18 +79,35 @@ class Interrupted(BaseException):
 
 def stop_on_signals(signums=(signal.SIGTERM, signal.SIGINT)) -> None:
     """From now on the first of `signums` raises `Interrupted` in the main thread; a second
-    one ends the process at once, saying so."""
+    one ends the process at once, saying so.
+
+    Python drops an exception raised where nothing can catch it (a fork hook, a `__del__`),
+    reporting it to `sys.unraisablehook`; from there another thread delivers the signal again,
+    so that it stops the job from wherever the main thread is next."""
+    received: list[int] = []  # the signal that is stopping the job
+    redelivered: list[int] = []  # that signal, delivered again after Python dropped it
 
     def handler(signum, frame):
-        for other in signums:
-            signal.signal(other, second_signal)
+        if redelivered:
+            raise Interrupted(redelivered.pop())
+        if received:
+            name = signal.Signals(signum).name
+            os.write(2, f"Interrupted: stopped at once by a second {name}\n".encode())
+            os._exit(128 + signum)
+        received.append(signum)
         raise Interrupted(signum)
 
-    def second_signal(signum, frame):
-        name = signal.Signals(signum).name
-        os.write(2, f"Interrupted: stopped at once by a second {name}\n".encode())
-        os._exit(128 + signum)
+    previous_hook = sys.unraisablehook
 
+    def unraisable(args) -> None:
+        if isinstance(args.exc_value, Interrupted):
+            # A moment later: the main thread must have left the place that dropped it.
+            redelivered.append(args.exc_value.signum)
+            threading.Timer(0.05, _thread.interrupt_main, (redelivered[-1],)).start()
+        else:
+            previous_hook(args)
+
+    sys.unraisablehook = unraisable
     for signum in signums:
         signal.signal(signum, handler)
 
