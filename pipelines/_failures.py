@@ -133,9 +133,11 @@ def resource_error(error: BaseException) -> tuple[str, str, str] | None:
         if found := _TF_REASON.search(text):
             code = next(c for c in RESOURCE_ERRORS if os.strerror(c) == found["reason"])
             return RESOURCE_ERRORS[code][0], found["path"], RESOURCE_ERRORS[code][1]
-        for found in _PYTHON_REASON.finditer(text):
-            if (code := int(found["errno"])) in RESOURCE_ERRORS:
-                return RESOURCE_ERRORS[code][0], found["path"], RESOURCE_ERRORS[code][1]
+        named = [m for m in _PYTHON_REASON.finditer(text) if int(m["errno"]) in RESOURCE_ERRORS]
+        if named:  # the one that names its file, if one does
+            found = max(named, key=lambda m: m["path"] is not None)
+            label, what = RESOURCE_ERRORS[int(found["errno"])]
+            return label, found["path"], what
     return None
 
 

@@ -14,4 +14,5 @@ from pipelines import _cli  # noqa: F401  (first: TensorFlow's log level must be
 from pipelines import run_classifier
 
 if __name__ == "__main__":
+    run_classifier.define_original_flags()
     run_classifier.main(run_classifier.CLI)

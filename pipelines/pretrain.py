@@ -29,6 +29,19 @@ _config_flags.define_flags(PretrainingOptions)
 flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the model to train.")
 flags.DEFINE_string("tpu", None, "TPU to train on: name, grpc:// address or 'local'.")
 _distribution_flags.define_tpu_and_distribution_flags()
+# The original's other two flags, refused unless left at their defaults.
+flags.DEFINE_bool(
+    "init_from_group0",
+    False,
+    "Not supported (the original's initialisation of every layer group from group 0 of "
+    "--init_checkpoint); initialise from a checkpoint of the same num_hidden_groups.",
+)
+flags.DEFINE_float(
+    "masked_lm_budget",
+    0,
+    "Not supported (the original's switch to in-graph masking of unmasked records): use "
+    "--masking=dynamic with --masked_lm_prob.",
+)
 REQUIRED = ("input_file", "output_dir", "albert_config_file")
 
 
@@ -42,6 +55,9 @@ def main(argv):
     for name in REQUIRED:
         if not FLAGS[name].value:
             raise app.UsageError(f"--{name} is required (or give no flags at all for the demo)")
+    for name in ("init_from_group0", "masked_lm_budget"):
+        if FLAGS[name].value:
+            raise app.UsageError(f"--{name}={FLAGS[name].value}: {FLAGS[name].help}")
     _distribution_flags.note_ignored_flags(("num_tpu_cores",))
 
     from albert_tf.config import AlbertConfig

@@ -23,9 +23,10 @@ sys.path.insert(
 )  # run from a checkout, uninstalled
 
 from pipelines import _cli  # noqa: F401  (first: TensorFlow's log level must be set before it loads)
-from absl import app, logging
+from absl import app, flags, logging
 
 from albert_tf.tasks.glue.config import RECIPES, FinetuneConfig
+from pipelines import _distribution_flags
 from pipelines._finetune_cli import FinetuneCli, main
 
 
@@ -60,11 +61,27 @@ CLI = FinetuneCli(
         ),
     },
     required=("data_dir", "spm_model_file", "output_dir"),
+    ignored=(*_distribution_flags.IGNORED_ORIGINAL_FLAGS, "cached_dir", "keep_checkpoint_max"),
     after_recipe=_task_from_recipe,
     recipe_help="Apply run_glue.sh's hyper-parameters for this task; flags given explicitly on "
     "the command line override it.",
     recipe_case_sensitive=False,
 )
 
+
+def define_original_flags() -> None:
+    """The original's flags that tuned its TFRecord caches and Estimator: accepted, ignored."""
+    flags.DEFINE_string(
+        "cached_dir", None, "Accepted for compatibility; unused (the TSV files are read directly)."
+    )
+    flags.DEFINE_integer(
+        "keep_checkpoint_max",
+        5,
+        "Accepted for compatibility; evaluation keeps the best and the last checkpoint "
+        "(--keep_all_checkpoints keeps every one).",
+    )
+
+
 if __name__ == "__main__":
+    define_original_flags()
     main(CLI)
