@@ -12,6 +12,7 @@ import pytest
 from tests.hostile import (
     assert_one_line_ending,
     full_disk_labels,
+    hidden_files,
     interrupt_when,
     live_processes_in_session,
     python,
@@ -156,3 +157,21 @@ def test_vocabulary_training_stops_on_sigterm_leaving_no_model(tmp_path):
     assert status == 128 + signal.SIGTERM, output[-3000:]
     assert_one_line_ending(output, "Interrupted: stopped by SIGTERM")
     assert os.listdir(out) == []
+
+
+def test_the_demo_on_a_full_disk_ends_in_one_line(tmp_path):
+    # `python pipelines/pretrain.py` without flags runs the demo through the same `run_task`;
+    # here its quick settings, into a directory of the small file system.
+    disk = tmp_path / "disk"
+    demo = (
+        "import sys\n"
+        "from pipelines import _cli, demo_pipeline\n"
+        "settings = demo_pipeline.DemoSettings.quick(sys.argv.pop())\n"
+        "_cli.run_task(lambda argv: demo_pipeline.run(settings))\n"
+    )
+    command = python("-c", demo, str(disk / "demo"))
+    result = run_on_small_filesystem(command, disk, 256 * 1024, tmp_path / "left")
+    assert result.returncode == 1
+    line = assert_one_line_ending(result.stderr, f"{disk}/demo")
+    assert line.startswith(full_disk_labels()), line
+    assert hidden_files(tmp_path / "left") == []
