@@ -6,6 +6,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import textwrap
 
 import keras
 import numpy as np
@@ -14,7 +15,8 @@ import pytest
 from albert_tf import AlbertConfig
 from albert_tf.tasks.glue import finetune as finetuning
 from albert_tf.modeling.heads.classifier import AlbertClassifier
-from tests.tolerances import FEW_OPS, assert_close_to_scale
+from albert_tf.checkpoints import read_tf1_checkpoint
+from tests.tolerances import FEW_OPS, TRAINING_STEPS, assert_close_to_scale
 from tests.model_configs import CLASSIFIER_TINY
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -306,3 +308,40 @@ def test_a_malformed_test_or_dev_file_stops_the_job_before_training(tmp_path, ti
     with pytest.raises(finetuning.glue.MalformedRowError, match=f"^{dev}:3: unknown label"):
         finetuning.run(config, do_train=True, do_eval=True, do_predict=True)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # two trainings in a fresh process: ~30 s on 2 cores
+def test_mirrored_over_two_devices_matches_one_device(tmp_path, tiny_config_file):
+    # Logical devices must be configured before TensorFlow starts: a fresh process.
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        import keras
+        # Dropout off (the head's 0.1 is the original's, fixed): nothing random in a step, so
+        # two replicas must give the one-device weights.
+        keras.layers.Dropout.call = lambda self, inputs, training=False: inputs
+        from albert_tf.tasks.glue import finetune as finetuning
+        from albert_tf.training.distribution import build_strategy
+        for kind in ("one_device", "mirrored"):
+            strategy = build_strategy(kind)
+            assert strategy.num_replicas_in_sync == (2 if kind == "mirrored" else 1)
+            config = finetuning.FinetuneConfig(
+                "sst-2", {str(GLUE)!r}, {str(tmp_path)!r} + "/" + kind, {str(SPM)!r},
+                albert_config_file={str(tiny_config_file)!r}, max_seq_length=32, train_step=2,
+                save_checkpoints_steps=2, train_batch_size=8, learning_rate=1e-3,
+                dynamic_padding=False,
+            )
+            finetuning.run(config, True, False, False, strategy=strategy)
+    """)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    one = read_tf1_checkpoint(tmp_path / "one_device" / "model.ckpt-2")
+    mirrored = read_tf1_checkpoint(tmp_path / "mirrored" / "model.ckpt-2")
+    assert one.keys() == mirrored.keys()
+    for name in one:
+        assert_close_to_scale(mirrored[name], one[name], TRAINING_STEPS, err_msg=name)
