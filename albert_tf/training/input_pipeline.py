@@ -24,6 +24,7 @@ from absl import logging
 
 from albert_tf.io import expand_patterns
 from albert_tf.records import (
+    MASKING_MODES,
     FEATURE_NAMES,
     FLOAT_FEATURES,
     PRED_FEATURES,
@@ -32,7 +33,6 @@ from albert_tf.records import (
 )
 from albert_tf.text.ngrams import ngram_cumulative
 from albert_tf.training.dynamic_masking import DynamicMasker, element_seed
-from albert_tf.training.pretraining_options import MASKING_MODES
 
 ORIGINAL_SHUFFLE_BUFFER = 100
 ORIGINAL_CYCLE_LENGTH = 4

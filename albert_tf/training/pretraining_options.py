@@ -5,18 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
 
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
+from albert_tf.records import MASKING_MODES
 from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, setting
-
-if TYPE_CHECKING:  # TensorFlow is imported where it is used: the CLI defines its flags from here
-    import tensorflow as tf
-
-    from albert_tf.training.input_pipeline import DynamicMasking
-
-# How the records of `input_file` are read: masked, unmasked, or as the first record says.
-MASKING_MODES = ("auto", "static", "dynamic")
 
 
 @dataclasses.dataclass
@@ -158,9 +150,10 @@ def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -
             raise SettingsError(f"--{name} must be >= 1, got {getattr(o, name)}")
 
 
-def use_xla(options: PretrainingOptions, strategy: tf.distribute.Strategy) -> bool:
-    """Whether the train step is XLA-compiled: `options.jit_compile` if set, else the default."""
-    import tensorflow as tf
+def use_xla(options: PretrainingOptions, strategy) -> bool:
+    """Whether the train step is XLA-compiled on `strategy` (a tf.distribute.Strategy):
+    `options.jit_compile` if set, else the default."""
+    import tensorflow as tf  # here: the CLI defines its flags from this module
 
     if options.jit_compile is not None:
         return options.jit_compile
@@ -181,8 +174,9 @@ def steps_per_execution(options: PretrainingOptions) -> int:
     return math.gcd(min(options.iterations_per_loop, options.log_every_steps), micro_steps)
 
 
-def masking_settings(o: PretrainingOptions, config: AlbertConfig) -> DynamicMasking:
-    """How unmasked records are masked: the masking flags over the model's vocabulary."""
+def masking_settings(o: PretrainingOptions, config: AlbertConfig):
+    """How unmasked records are masked (an `input_pipeline.DynamicMasking`): the masking flags
+    over the model's vocabulary."""
     from albert_tf.training.input_pipeline import DynamicMasking
 
     return DynamicMasking(
