@@ -71,37 +71,30 @@ def run_on_small_filesystem(
     exists); afterwards `keep` holds a copy of what the command left on it."""
     mount.mkdir(parents=True, exist_ok=True)
     keep.mkdir(parents=True, exist_ok=True)
-    environ = _environment()
     if tmpfs_available():
-        return subprocess.run(
-            ["unshare", "-rm", "sh", "-c", _ON_TMPFS, "sh", str(mount), str(size), "x", *command],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=REPO,
-            env={**environ, "KEEP": str(keep)},
-        )
+        unshare = ["unshare", "-rm", "sh", "-c", _ON_TMPFS, "sh", str(mount), str(size), "x"]
+        return run([*unshare, *command], timeout, KEEP=str(keep))
 
     def limit_file_size():
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
-    result = subprocess.run(
+    result = run(command, timeout, preexec_fn=limit_file_size)
+    shutil.copytree(mount, keep, dirs_exist_ok=True)
+    return result
+
+
+def run(
+    command: Sequence[str], timeout=600, preexec_fn=None, **environ
+) -> subprocess.CompletedProcess:
+    """Runs `command` as a user's shell would (with `environ` added to the environment)."""
+    return subprocess.run(
         command,
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=REPO,
-        env=environ,
-        preexec_fn=limit_file_size,
-    )
-    shutil.copytree(mount, keep, dirs_exist_ok=True)
-    return result
-
-
-def run(command: Sequence[str], timeout=600) -> subprocess.CompletedProcess:
-    """Runs `command` as a user's shell would."""
-    return subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=_environment()
+        env={**_environment(), **environ},
+        preexec_fn=preexec_fn,
     )
 
 
@@ -122,15 +115,7 @@ def run_with_read_only(
     mode = directory.stat().st_mode
     directory.chmod(0o555)
     try:
-        return subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            cwd=REPO,
-            env=_environment(),
-            preexec_fn=_without_root_overrides,
-        )
+        return run(command, timeout, preexec_fn=_without_root_overrides)
     finally:
         directory.chmod(mode)
 

@@ -4,9 +4,6 @@ CLI keeps the original script's flags, names and defaults, listed by its --help.
 
 import dataclasses
 import pathlib
-import subprocess
-import sys
-from xml.etree import ElementTree
 
 import pytest
 from absl import flags
@@ -19,6 +16,7 @@ from albert_tf.tasks.squad.config import SquadConfig
 from albert_tf.training.pretraining_options import PretrainingOptions
 from data_prep.units import DataPrepConfig
 from pipelines import _config_flags
+from tests.cli_help import helpxml
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SETTINGS = (FinetuneConfig, SquadConfig, RaceConfig, PretrainingOptions, DataPrepConfig)
@@ -97,26 +95,6 @@ def test_output_paths_are_checked_before_any_work(tmp_path):
     config = SquadConfig("v1", str(tmp_path), "s", train_feature_file=str(tmp_path / "a_directory"))
     with pytest.raises(IsADirectoryError, match="--train_feature_file="):
         _config_flags.check_output_paths(config)
-
-
-def helpxml(script: str) -> dict[str, tuple[str, bool, str]]:
-    """{flag: (default as absl writes it, listed by --help, defining module)} of a CLI (no
-    TensorFlow)."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "pipelines" / script), "--helpxml"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    return {
-        flag.findtext("name"): (
-            flag.findtext("default"),
-            flag.findtext("key") == "yes",
-            flag.findtext("file"),
-        )
-        for flag in ElementTree.fromstring(result.stdout).findall("flag")
-    }
 
 
 TPU_FLAGS = {

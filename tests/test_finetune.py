@@ -310,38 +310,49 @@ def test_a_malformed_test_or_dev_file_stops_the_job_before_training(tmp_path, ti
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow  # two trainings in a fresh process: ~30 s on 2 cores
-def test_mirrored_over_two_devices_matches_one_device(tmp_path, tiny_config_file):
-    # Logical devices must be configured before TensorFlow starts: a fresh process.
-    script = textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {str(ROOT)!r})
+@pytest.mark.slow  # two CLI trainings: ~45 s on 2 cores
+def test_cli_mirrored_over_two_devices_matches_one_device(tmp_path, tiny_config_file):
+    # The CLI itself, with two logical CPU devices set before TensorFlow starts, and dropout off
+    # (the head's 0.1 is the original's, fixed): nothing random is left in a step, so the two
+    # replicas' summed gradients must give the one-device weights.
+    two_cpus = textwrap.dedent("""
+        import runpy, sys
+        import keras
         import tensorflow as tf
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-        import keras
-        # Dropout off (the head's 0.1 is the original's, fixed): nothing random in a step, so
-        # two replicas must give the one-device weights.
         keras.layers.Dropout.call = lambda self, inputs, training=False: inputs
-        from albert_tf.tasks.glue import finetune as finetuning
-        from albert_tf.training.distribution import build_strategy
-        for kind in ("one_device", "mirrored"):
-            strategy = build_strategy(kind)
-            assert strategy.num_replicas_in_sync == (2 if kind == "mirrored" else 1)
-            config = finetuning.FinetuneConfig(
-                "sst-2", {str(GLUE)!r}, {str(tmp_path)!r} + "/" + kind, {str(SPM)!r},
-                albert_config_file={str(tiny_config_file)!r}, max_seq_length=32, train_step=2,
-                save_checkpoints_steps=2, train_batch_size=8, learning_rate=1e-3,
-                dynamic_padding=False,
-            )
-            finetuning.run(config, True, False, False, strategy=strategy)
+        sys.argv = sys.argv[1:]
+        runpy.run_path(sys.argv[0], run_name="__main__")
     """)
-    result = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=ROOT
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    one = read_tf1_checkpoint(tmp_path / "one_device" / "model.ckpt-2")
-    mirrored = read_tf1_checkpoint(tmp_path / "mirrored" / "model.ckpt-2")
-    assert one.keys() == mirrored.keys()
-    for name in one:
-        assert_close_to_scale(mirrored[name], one[name], TRAINING_STEPS, err_msg=name)
+    weights = {}
+    for kind in ("one_device", "mirrored"):
+        flags = [
+            "--task_name=sst-2",
+            f"--data_dir={GLUE}",
+            f"--spm_model_file={SPM}",
+            f"--albert_config_file={tiny_config_file}",
+            f"--output_dir={tmp_path / kind}",
+            "--max_seq_length=32",
+            "--train_step=2",
+            "--save_checkpoints_steps=2",
+            "--train_batch_size=8",
+            "--learning_rate=1e-3",
+            "--nodynamic_padding",
+            "--do_train",
+            f"--strategy={kind}",
+        ]
+        result = subprocess.run(
+            [sys.executable, "-c", two_cpus, str(ROOT / "pipelines" / "run_classifier.py"), *flags],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        replicas = 2 if kind == "mirrored" else 1
+        assert f"strategy {kind} " in result.stderr and f"{replicas} replica(s)" in result.stderr
+        weights[kind] = read_tf1_checkpoint(tmp_path / kind / "model.ckpt-2")
+    assert weights["one_device"].keys() == weights["mirrored"].keys()
+    for name, expected in weights["one_device"].items():
+        assert_close_to_scale(weights["mirrored"][name], expected, TRAINING_STEPS, err_msg=name)

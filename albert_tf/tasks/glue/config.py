@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
-from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, setting
+from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.settings import OUTPUT_DIR, setting
 from albert_tf.tasks.glue import processors as glue
 
 # run_glue.sh: every task also used --max_seq_length=512 --optimizer=adamw --do_lower_case.
@@ -34,7 +35,7 @@ RECIPES: dict[str, dict] = {
 
 
 @dataclasses.dataclass
-class FinetuneConfig:
+class FinetuneConfig(FinetuneSettings):
     """One fine-tuning job; defaults are the original `run_classifier.py` flag defaults (each
     field is that flag, `pipelines/run_classifier.py` defines them from here).
 
@@ -57,21 +58,6 @@ class FinetuneConfig:
         help="Where checkpoints, eval results and predictions go.", path=OUTPUT_DIR
     )
     spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
-    albert_config_file: str | None = setting(
-        None,
-        "albert_config.json of the model. Optional when --init_checkpoint is a .keras file or a "
-        "TF1 checkpoint with albert_config.json beside it, or for eval/predict of an "
-        "--output_dir that training wrote.",
-    )
-    init_checkpoint: str | None = setting(
-        None,
-        "Initial weights: an original TF1 checkpoint (prefix or directory; pretraining or "
-        "classifier), ours (TF1 export), or one of our .keras files (pretrainer, backbone, "
-        "classifier). The head is loaded too when it has the task's shape.",
-    )
-    do_lower_case: bool = setting(
-        True, "Lowercase the text (the released English models are uncased)."
-    )
     max_seq_length: int = setting(
         512,
         "Maximum total tokens after tokenization; longer inputs are truncated as the original "
@@ -80,10 +66,7 @@ class FinetuneConfig:
     train_step: int = setting(1000, "Total number of training steps.")
     warmup_step: int = setting(0, "Linear learning-rate warmup steps.")
     learning_rate: float = setting(5e-5, "Initial learning rate (linear decay to 0 at train_step).")
-    train_batch_size: int = setting(32, "Batch size for training.")
     eval_batch_size: int = setting(8, "Batch size for eval.")
-    predict_batch_size: int = setting(8, "Batch size for prediction.")
-    optimizer: str = setting("adamw", "The original optimizers.", choices=OPTIMIZERS)
     save_checkpoints_steps: int = setting(
         1000,
         "Save (and, with --do_train --do_eval, evaluate) a checkpoint every this many steps, "
@@ -101,20 +84,11 @@ class FinetuneConfig:
         "Skip (and count) TSV rows with a wrong column count, an unknown label or bytes that "
         "are not UTF-8 instead of stopping with file:line.",
     )
-    keep_all_checkpoints: bool = setting(
-        False,
-        "Keep every checkpoint; by default evaluation deletes those that are neither the best "
-        "nor the last, as the original did.",
-    )
     dynamic_padding: bool = setting(
         True,
         "Pad each batch to its longest example instead of max_seq_length (same outputs up to "
-        "rounding, much faster on short texts).",
+        "rounding, much faster on short texts); not in training under --jit_compile.",
     )
-    jit_compile: bool = setting(False, "XLA-compile training (implies fixed padding in training).")
-    mixed_precision: str = setting("none", "Compute precision.", choices=MIXED_PRECISIONS)
-    seed: int = setting(12345, "Seed of initialisation, dropout and shuffling.", flag="random_seed")
-    log_every_steps: int = setting(50, "Log loss and learning rate every this many steps.")
 
     @property
     def pad_dynamically(self) -> bool:

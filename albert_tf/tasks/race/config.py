@@ -7,7 +7,8 @@ import dataclasses
 import os
 
 from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
-from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, OUTPUT_FILE, setting
+from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, setting
 
 # The original release's recommended recipe (its v2 models also used dropout_prob 0, which
 # depends on the model, so it is left to the flag).
@@ -27,7 +28,7 @@ _CACHE_NAMES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "pr
 
 
 @dataclasses.dataclass
-class RaceConfig:
+class RaceConfig(FinetuneSettings):
     """One RACE job; defaults are the original `run_race.py` flag defaults.
 
     `train_file`, `eval_file`, `predict_file` are the TFRecord caches of the train, dev and test
@@ -46,12 +47,6 @@ class RaceConfig:
         help="Where checkpoints, results and predictions go.", path=OUTPUT_DIR
     )
     spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
-    albert_config_file: str | None = setting(None, "albert_config.json of the model.")
-    init_checkpoint: str | None = setting(
-        None,
-        "Initial weights: an original TF1 checkpoint (pretraining or RACE), ours (TF1), or a "
-        ".keras file. Without --do_train, the checkpoint to evaluate and predict.",
-    )
     task_name: str = setting("race", "The task: race.")
     train_file: str | None = setting(
         None,
@@ -68,34 +63,21 @@ class RaceConfig:
         "TFRecord cache of the test split. Default: <output_dir>/predict.tf_record.",
         path=OUTPUT_FILE,
     )
-    do_lower_case: bool = setting(True, "Lowercase the text (uncased models).")
     dropout_prob: float = setting(0.1, "Dropout on the pooled output (the v2 recipe used 0).")
     max_seq_length: int = setting(512, "Tokens per packed choice, padded.")
     max_qa_length: int = setting(128, "Pieces kept from the end of question + option.")
     high_only: bool = setting(False, "Read the high school questions only.")
     middle_only: bool = setting(False, "Read the middle school questions only.")
-    train_batch_size: int = setting(32, "Batch size for training.")
     eval_batch_size: int = setting(8, "Batch size for eval.")
-    predict_batch_size: int = setting(8, "Batch size for prediction.")
     learning_rate: float = setting(1e-5, "Initial learning rate (linear decay to 0).")
     train_step: int = setting(12000, "Total number of training steps.")
     warmup_step: int = setting(1000, "Linear learning-rate warmup steps.")
     save_checkpoints_steps: int = setting(100, "Save (and evaluate) a checkpoint every N steps.")
-    optimizer: str = setting("adamw", "The original optimizers.", choices=OPTIMIZERS)
     export_dir: str | None = setting(
         None,
         "Save race.keras (with its config, SentencePiece model and race_info.json) here.",
         path=OUTPUT_DIR,
     )
-    keep_all_checkpoints: bool = setting(
-        False,
-        "Keep every checkpoint; by default those neither best nor last are deleted, as the "
-        "original.",
-    )
-    jit_compile: bool = setting(False, "XLA-compile training.")
-    mixed_precision: str = setting("none", "Compute precision.", choices=MIXED_PRECISIONS)
-    seed: int = setting(12345, "Seed of initialisation, dropout and shuffling.", flag="random_seed")
-    log_every_steps: int = setting(50, "Log loss and learning rate every N steps.")
 
     def __post_init__(self):
         if self.task_name.lower() != "race":

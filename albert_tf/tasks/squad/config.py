@@ -11,7 +11,8 @@ import dataclasses
 import os
 
 from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
-from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, OUTPUT_FILE, setting
+from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, setting
 
 VERSIONS = ("v1", "v2")
 # The original release's recommended recipe, the same for both versions.
@@ -34,7 +35,7 @@ V2_ONLY = ("start_n_top", "end_n_top", "dropout_prob")
 
 
 @dataclasses.dataclass
-class SquadConfig:
+class SquadConfig(FinetuneSettings):
     """One SQuAD job; defaults are the original `run_squad_v1.py` / `run_squad_v2.py` flags.
 
     `train_step` / `warmup_step` None: from `num_train_epochs` / `warmup_proportion` and the
@@ -54,12 +55,6 @@ class SquadConfig:
         help="Where checkpoints, results and predictions go.", path=OUTPUT_DIR
     )
     spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
-    albert_config_file: str | None = setting(None, "albert_config.json of the model.")
-    init_checkpoint: str | None = setting(
-        None,
-        "Initial weights: an original TF1 checkpoint (pretraining or SQuAD), ours (TF1), or a "
-        ".keras file. Without --do_train, the checkpoint to score and predict.",
-    )
     train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
     predict_file: str | None = setting(
         None, "SQuAD json to predict (and score, when it has answers)."
@@ -81,12 +76,9 @@ class SquadConfig:
         "Default: <output_dir>/predict_left_file.json.",
         path=OUTPUT_FILE,
     )
-    do_lower_case: bool = setting(True, "Lowercase the text (uncased models).")
     max_seq_length: int = setting(384, "Tokens per window, padded.")
     doc_stride: int = setting(128, "Pieces between the starts of a context's windows.")
     max_query_length: int = setting(64, "Question pieces kept.")
-    train_batch_size: int = setting(32, "Batch size for training.")
-    predict_batch_size: int = setting(8, "Batch size for prediction.")
     learning_rate: float = setting(5e-5, "Initial learning rate (linear decay to 0).")
     num_train_epochs: float = setting(3.0, "Epochs over the training questions.")
     warmup_proportion: float = setting(0.1, "Share of the steps with linear warmup.")
@@ -101,27 +93,17 @@ class SquadConfig:
     start_n_top: int = setting(5, "Beam size for the start positions.")
     end_n_top: int = setting(5, "Beam size for the end positions per start.")
     dropout_prob: float = setting(0.1, "Dropout in the answer-class head.")
-    optimizer: str = setting("adamw", "The original optimizers.", choices=OPTIMIZERS)
     export_dir: str | None = setting(
         None,
         "Save squad_v1.keras or squad_v2.keras (with its config, SentencePiece model and "
         "squad_info.json) here, from the best checkpoint (the original v2 had no export).",
         path=OUTPUT_DIR,
     )
-    keep_all_checkpoints: bool = setting(
-        False,
-        "Keep every checkpoint; by default those neither best nor last are deleted, as the "
-        "original did.",
-    )
     skip_bad_answers: bool = setting(
         False,
         "Skip (and count) training questions whose answer is not at its answer_start instead "
         "of stopping with the file and question id.",
     )
-    jit_compile: bool = setting(False, "XLA-compile training.")
-    mixed_precision: str = setting("none", "Compute precision.", choices=MIXED_PRECISIONS)
-    seed: int = setting(12345, "Seed of initialisation, dropout and shuffling.", flag="random_seed")
-    log_every_steps: int = setting(50, "Log loss and learning rate every N steps.")
 
     def __post_init__(self):
         if self.version not in VERSIONS:
