@@ -230,7 +230,8 @@ def test_checkpoint_conversion_on_a_full_disk_or_into_a_read_only_directory(tmp_
     result = run_with_read_only(convert(out / "tiny.keras"), out)
     assert result.returncode == 1
     assert_one_line_ending(result.stderr, f"PermissionDenied: {out}: permission denied")
-    result = run(convert(out))  # a directory where the file should go: refused before loading
+    (out / "taken.keras").mkdir()  # a directory where the file should go: refused before loading
+    result = run(convert(out / "taken.keras"))
     assert result.returncode == 1
-    assert_one_line_ending(result.stderr, f"--output={out} is a directory")
+    assert_one_line_ending(result.stderr, f"--output={out / 'taken.keras'} is a directory")
     assert json.loads((SHARED / "albert_config.json").read_text())  # the input is untouched
