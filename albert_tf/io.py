@@ -57,6 +57,18 @@ def replace_synced(temp: str, path: str) -> None:
     os.replace(temp, path)
 
 
+@contextlib.contextmanager
+def naming_failed_writes(path: str | os.PathLike) -> Iterator[None]:
+    """An OSError raised inside that names no file (a `write` or `close` that failed: a full
+    disk, a file size limit) is raised again naming `path`, so that the message says where."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is not None or error.errno is None:
+            raise
+        raise OSError(error.errno, error.strerror, os.fspath(path)) from error
+
+
 def _temp_name(name: str) -> str:
     # Unique across processes and hosts: workers on a shared filesystem (containers often share a
     # PID) may write the same file at once, each to its own temporary name.
@@ -91,9 +103,10 @@ def atomic_file(
         directory, name = os.path.split(os.path.abspath(path))
         temp = os.path.join(directory, _temp_name(name))
     try:
-        with open(temp, mode, **open_kwargs) as f:
-            yield f
-        replace_synced(temp, path)
+        with naming_failed_writes(path):
+            with open(temp, mode, **open_kwargs) as f:
+                yield f
+            replace_synced(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(temp)
@@ -111,7 +124,8 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[str]:
     os.makedirs(directory, exist_ok=True)
     temp = os.path.join(directory, _temp_name(name) + suffix)
     try:
-        yield temp
+        with naming_failed_writes(path):
+            yield temp
         if os.path.isdir(temp):
             if os.path.isdir(path):
                 shutil.rmtree(path)
@@ -137,8 +151,9 @@ def expand_patterns(
     a file two patterns name is listed once unless `keep_repeats` (the original data prep reads
     it twice). `glob` is the file system's (`tf.io.gfile.glob` for `gs://`; local by default).
 
-    Raises `FileNotFoundError` naming every pattern that matches no file, since a typo among good
-    patterns would otherwise drop data silently; `ValueError` when no pattern is given.
+    Raises `FileNotFoundError` naming every pattern that matches no file (saying so when it
+    names directories only), since a typo among good patterns would otherwise drop data silently;
+    `ValueError` when no pattern is given.
     """
     if isinstance(patterns, str):
         patterns = patterns.split(",")
@@ -147,10 +162,19 @@ def expand_patterns(
         raise ValueError("no input files given")
     files, unmatched = [], []
     for pattern in patterns:
-        matches = sorted(m for m in glob(pattern) if not os.path.isdir(m))
-        if not matches:
+        found = sorted(glob(pattern))
+        matches = [m for m in found if not os.path.isdir(m)]
+        if matches:
+            files.extend(matches)
+        elif found == [pattern]:
+            unmatched.append(
+                f"input file {pattern!r} is a directory; give the files in it, e.g. "
+                f"{os.path.join(pattern, '*')!r}"
+            )
+        elif found:
+            unmatched.append(f"input file not found: {pattern!r} matches directories only")
+        else:
             unmatched.append(f"input file not found: {pattern!r} matches no file")
-        files.extend(matches)
     if unmatched:
         raise FileNotFoundError("; ".join(unmatched))
     return files if keep_repeats else list(dict.fromkeys(files))

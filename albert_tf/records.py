@@ -34,6 +34,9 @@ FLOAT_FEATURES = frozenset({"masked_lm_weights"})
 # sequence features hold the original ids, and `token_boundary` (the start-piece flag, 1 for
 # [CLS]/[SEP]) is all the masker needs; a record without `masked_lm_positions` is one of these.
 UNMASKED_FEATURE_NAMES = (*SEQ_FEATURES, LABEL_FEATURE)
+# How a reader takes pretraining records: "static" (masked: FEATURE_NAMES), "dynamic" (unmasked:
+# UNMASKED_FEATURE_NAMES, masked as they are read) or "auto" (as the first record is).
+MASKING_MODES = ("auto", "static", "dynamic")
 # The order in which the original file holds the map entries on disk (the TF1 C++ protobuf map order).
 # We write the same order so that equal values give byte-identical records.
 WIRE_ORDER = (

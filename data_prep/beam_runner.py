@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import math
 import pickle
-import shlex
 import time
 import uuid
 from collections.abc import Sequence
@@ -44,11 +43,12 @@ from collections.abc import Sequence
 import apache_beam as beam
 from absl import logging
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.metrics.metric import MetricsFilter
 
 from albert_tf.output_dirs import describe_removed
-from data_prep import corpus, writer
+from data_prep import beam_workers, corpus, writer
 from data_prep.beam_stages import (
+    WRITE_FAILURES,
     ProcessPools,
     ReadPools,
     TotalsFn,
@@ -56,6 +56,7 @@ from data_prep.beam_stages import (
     open_input,
     read_bytes,
     write_bytes,
+    write_totals,
 )
 from data_prep.summary import job_summary
 from data_prep.units import DataPrepConfig
@@ -103,35 +104,41 @@ def _run(
     spill_prefix = temps[0]  # the run's other hidden files are named after the first shard's
     totals_path = f"{spill_prefix}.totals.json"
     try:
-        runner, options = _runner_and_options(beam_runner, pipeline_args, config)
-        with beam.Pipeline(runner=runner, options=options) as p:
-            read = (
-                p
-                # Create reshuffles two or more elements itself: the files spread over the workers.
-                | "Files" >> beam.Create(list(enumerate(paths)), reshuffle=True)
-                | "ReadPools"
-                >> beam.ParDo(ReadPools(config, spill_prefix)).with_outputs("skips", main="pools")
+        runner, options = beam_workers.runner_and_options(
+            beam_runner, pipeline_args, config.num_workers
+        )
+        p = beam.Pipeline(runner=runner, options=options)
+        read = (
+            p
+            # Create reshuffles two or more elements itself: the files spread over the workers.
+            | "Files" >> beam.Create(list(enumerate(paths)), reshuffle=True)
+            | "ReadPools"
+            >> beam.ParDo(ReadPools(config, spill_prefix)).with_outputs("skips", main="pools")
+        )
+        processed = (
+            read.pools
+            | "SpreadPools" >> beam.Reshuffle()
+            | "ProcessPools"
+            >> beam.ParDo(ProcessPools(config, len(outputs), spill_prefix)).with_outputs(
+                "stats", main="slices"
             )
-            processed = (
-                read.pools
-                | "SpreadPools" >> beam.Reshuffle()
-                | "ProcessPools"
-                >> beam.ParDo(ProcessPools(config, len(outputs), spill_prefix)).with_outputs(
-                    "stats", main="slices"
-                )
-            )
-            written = (
-                processed.slices
-                | "GroupByShard" >> beam.GroupByKey()
-                | "WriteShards" >> beam.ParDo(WriteShard(temps))
-            )
-            _ = (
-                (read.skips, processed.stats, written)
-                | "AllTotals" >> beam.Flatten()
-                # Never empty (a file gives pools or a skip), so no default value is needed.
-                | "CombineTotals" >> beam.CombineGlobally(TotalsFn()).without_defaults()
-                | "WriteTotals" >> beam.Map(lambda totals: write_bytes(totals, totals_path))
-            )
+        )
+        written = (
+            processed.slices
+            | "GroupByShard" >> beam.GroupByKey()
+            | "WriteShards" >> beam.ParDo(WriteShard(temps))
+        )
+        _ = (
+            (read.skips, processed.stats, written)
+            | "AllTotals" >> beam.Flatten()
+            # Never empty (a file gives pools or a skip), so no default value is needed.
+            | "CombineTotals" >> beam.CombineGlobally(TotalsFn()).without_defaults()
+            | "WriteTotals" >> beam.Map(write_totals, totals_path)
+        )
+        with beam_workers.quiet_worker_threads():
+            result = p.run()
+            result.wait_until_finish()
+        _raise_write_failure(result)
         totals = pickle.loads(read_bytes(totals_path))
         for shard, temp in enumerate(temps):
             if shard not in totals["shards"]:  # no record fell into this shard
@@ -159,6 +166,18 @@ def _run(
         beam_runner,
     )
     return summary
+
+
+def _raise_write_failure(result) -> None:
+    """Raises, as an OSError naming the path, the first write a stage could not do
+    (`beam_stages.record_unwritable`), if any."""
+    query = MetricsFilter().with_namespace(WRITE_FAILURES[0]).with_name(WRITE_FAILURES[1])
+    failures = set()
+    for metric in result.metrics().query(query)["string_sets"]:
+        failures |= set(metric.committed or metric.attempted or ())
+    if failures:
+        code, reason, path = json.loads(min(failures))
+        raise OSError(code, reason, path)
 
 
 def _skip_order(paths: Sequence[str], entry: dict) -> tuple[int, float]:
@@ -253,21 +272,3 @@ def _write_summary(path: str, summary: dict) -> None:
     temp = _hidden(path, f"{uuid.uuid4().hex[:12]}.tmp")
     write_bytes(json.dumps(summary, indent=2).encode(), temp)
     FileSystems.rename([temp], [path])
-
-
-def _runner_and_options(
-    beam_runner: str, pipeline_args: str | Sequence[str], config: DataPrepConfig
-) -> tuple:
-    """The FnApiRunner to run on (None: the options name the runner) and the pipeline options."""
-    args = shlex.split(pipeline_args) if isinstance(pipeline_args, str) else list(pipeline_args)
-    if beam_runner != "FnApiRunner":
-        return None, PipelineOptions(args, runner=beam_runner)
-    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-
-    # Worker processes on this machine; one worker runs in this process.
-    options = PipelineOptions(
-        args,
-        direct_num_workers=config.num_workers,
-        direct_running_mode="multi_processing" if config.num_workers > 1 else "in_memory",
-    )
-    return FnApiRunner(), options

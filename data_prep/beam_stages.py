@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import errno
 import gzip
+import json
 import os
 import pickle
 import struct
@@ -29,7 +31,9 @@ from typing import BinaryIO
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
 
+from albert_tf.io import naming_failed_writes
 from data_prep import corpus
 from data_prep.stats import Stats
 from data_prep.units import DataPrepConfig, PoolProcessor, derive_seed, read_file_pools
@@ -47,9 +51,39 @@ def open_input(path: str) -> Iterator[BinaryIO]:
             yield raw
 
 
+# Writes that no retry can make succeed: a full disk or quota, a file size limit, a read-only or
+# forbidden place. A stage that meets one records it (`record_unwritable`) and drops its element
+# instead of failing, which Beam would retry and log with a traceback in every worker; the
+# launcher raises the first one recorded once the job has ended (`beam_runner`).
+UNWRITABLE = frozenset(
+    (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM)
+)
+WRITE_FAILURES = ("data_prep", "write_failures")  # the metric's namespace and name
+
+
+def record_unwritable(error: OSError) -> None:
+    """Records `error` (errno, reason, path) in the `WRITE_FAILURES` metric when it is one of
+    `UNWRITABLE`; raises it again otherwise."""
+    if error.errno not in UNWRITABLE:
+        raise error
+    failure = json.dumps([error.errno, error.strerror, error.filename])
+    Metrics.string_set(*WRITE_FAILURES).add(failure)
+
+
+def write_totals(totals: bytes, path: str) -> None:
+    """Writes the job's totals for the launcher (an unwritable place recorded, not raised)."""
+    try:
+        write_bytes(totals, path)
+    except OSError as error:
+        record_unwritable(error)
+
+
 def write_bytes(data: bytes, path: str) -> None:
     """Writes `data` to `path` through Beam's filesystems."""
-    with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    with (
+        naming_failed_writes(path),
+        FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as f,
+    ):
         f.write(data)
 
 
@@ -96,7 +130,11 @@ class ReadPools(beam.DoFn):
         skips = corpus.SkipLog()
         for pool in read_file_pools(file_number, path, self.config, skips, open_input):
             name = _spill_name(self.spill_prefix, "pool", pool.key)
-            write_bytes(pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL), name)
+            try:
+                write_bytes(pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL), name)
+            except OSError as error:
+                record_unwritable(error)
+                return
             yield name
         for entry in skips.entries():
             yield beam.pvalue.TaggedOutput("skips", ("skips", entry))
@@ -147,12 +185,19 @@ class ProcessPools(beam.DoFn):
             by_shard.setdefault(key % self.num_shards, []).append(key.to_bytes(16, "big") + record)
         name = _spill_name(self.spill_prefix, "records", pool.key)
         slices, offset = [], 0
-        with FileSystems.create(name, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            for shard in sorted(by_shard):
-                data = b"".join(by_shard.pop(shard))
-                f.write(data)
-                slices.append((shard, (name, offset, len(data))))
-                offset += len(data)
+        try:
+            with (
+                naming_failed_writes(name),
+                FileSystems.create(name, compression_type=CompressionTypes.UNCOMPRESSED) as f,
+            ):
+                for shard in sorted(by_shard):
+                    data = b"".join(by_shard.pop(shard))
+                    f.write(data)
+                    slices.append((shard, (name, offset, len(data))))
+                    offset += len(data)
+        except OSError as error:
+            record_unwritable(error)
+            return
         yield from slices
         yield beam.pvalue.TaggedOutput("stats", ("stats", stats))
 
@@ -190,11 +235,17 @@ class WriteShard(beam.DoFn):
         for name, offset, length in slices:
             keyed.extend(_keyed_records(_read_range(name, offset, length)))
         keyed.sort(key=lambda pair: pair[0])
-        with FileSystems.create(
-            self.temps[shard], compression_type=CompressionTypes.UNCOMPRESSED
-        ) as f:
-            for _, record in keyed:  # not joined first: that would hold the shard twice
-                f.write(record)
+        temp = self.temps[shard]
+        try:
+            with (
+                naming_failed_writes(temp),
+                FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as f,
+            ):
+                for _, record in keyed:  # not joined first: that would hold the shard twice
+                    f.write(record)
+        except OSError as error:
+            record_unwritable(error)
+            return
         yield "shards", (shard, len(keyed))
 
 

@@ -26,6 +26,7 @@ from typing import BinaryIO
 from absl import logging
 
 from albert_tf.io import expand_patterns
+from albert_tf.settings import setting
 
 INPUT_FORMATS = ("sentences", "paragraphs")
 _BOM = b"\xef\xbb\xbf"
@@ -40,10 +41,20 @@ class InputError(Exception):
 class CorpusConfig:
     """How input files become documents."""
 
-    input_format: str = "sentences"
-    max_line_bytes: int = 100_000
-    max_document_chars: int = 100_000
-    language: str = "en"  # sentence-splitting rules for `paragraphs`
+    input_format: str = setting(
+        "sentences",
+        "sentences: one sentence per line, blank line between documents (the original's "
+        "format). paragraphs: hard-wrapped prose, blank line between paragraphs, one document "
+        "per file; split into sentences with sentencex.",
+        choices=INPUT_FORMATS,
+    )
+    max_line_bytes: int = setting(100_000, "Longer input lines are skipped and counted.")
+    max_document_chars: int = setting(
+        100_000, "A document ends at the next line/paragraph after this many characters."
+    )
+    language: str = setting(
+        "en", "Language of the sentence-splitting rules (paragraphs).", flag="sentence_language"
+    )
 
     def __post_init__(self):
         if self.input_format not in INPUT_FORMATS:

@@ -13,6 +13,7 @@ import itertools
 import random
 from collections.abc import Sequence
 
+from albert_tf.settings import setting
 from albert_tf.text.ngrams import ngram_cumulative
 from albert_tf.text.pairs import truncate_seq_pair_randomly
 
@@ -43,7 +44,7 @@ def start_piece_table(pieces: Sequence[str]) -> list[bool]:
 
 @dataclasses.dataclass(frozen=True)
 class PairConfig:
-    """How documents become sentence pairs (original flag names).
+    """How documents become sentence pairs (the original flags: names, defaults).
 
     `single_sentence_random_doc=True` reproduces the original's leak: in SOP mode a chunk
     of one sentence gets B from a random other document and label 1. False instead cuts the sentence at a
@@ -51,22 +52,37 @@ class PairConfig:
     gives no instance.
     """
 
-    max_seq_length: int = 512
-    short_seq_prob: float = 0.1
-    random_next_sentence: bool = False
-    single_sentence_random_doc: bool = True
+    max_seq_length: int = setting(512, "Maximum sequence length.")
+    short_seq_prob: float = setting(
+        0.1, "Probability of a shorter target length for a document pass."
+    )
+    random_next_sentence: bool = setting(
+        False, "BERT-style NSP instead of sentence order prediction."
+    )
+    single_sentence_random_doc: bool = setting(
+        True,
+        "Reproduce the original's leak: a one-sentence chunk gets B from a random other "
+        "document, label 1. False: cut the sentence at a random word start into an ordinary "
+        "SOP pair.",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
 class MaskingConfig:
-    """Masked-LM settings (original flag names)."""
+    """Masked-LM settings (the original flags: names, defaults)."""
 
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
-    ngram: int = 3
-    favor_shorter_ngram: bool = True
-    do_whole_word_mask: bool = True
-    do_permutation: bool = False
+    masked_lm_prob: float = setting(0.15, "Masked LM probability.")
+    max_predictions_per_seq: int = setting(
+        20,
+        "Maximum masked LM predictions per sequence (the command line's default: "
+        "min(20, --max_seq_length)).",
+    )
+    ngram: int = setting(3, "Maximum n-gram length (words) to mask.")
+    favor_shorter_ngram: bool = setting(True, "p(n) ∝ 1/n; otherwise reversed.")
+    do_whole_word_mask: bool = setting(True, "Mask whole words (all pieces of a word together).")
+    do_permutation: bool = setting(
+        False, "Experimental (original): also permute a second set of tokens."
+    )
 
     def ngram_cumulative(self) -> list[float]:
         """Cumulative p(n) for n = 1..ngram, p(n) ∝ 1/n (reversed unless favor_shorter_ngram)."""

@@ -18,12 +18,14 @@ import collections
 import multiprocessing
 import os
 import random
+import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 
 from absl import logging
 
 from albert_tf import records
+from albert_tf.io import naming_failed_writes
 from data_prep import corpus, writer
 from data_prep.stats import Stats
 from data_prep.summary import job_summary, write_summary
@@ -37,10 +39,18 @@ def _process_in_worker(spill_path: str, pool: DocumentPool) -> Stats:
     # memory whole, whatever dupe_factor is.
     assert _WORKER is not None
     stats = Stats()
-    with open(spill_path, "wb", buffering=1 << 20) as f:
+    with naming_failed_writes(spill_path), open(spill_path, "wb", buffering=1 << 20) as f:
         for record in _WORKER.instance_records(pool, stats):
             f.write(record)
     return stats
+
+
+def _leave_signals_to_the_parent() -> None:
+    # A worker dies quietly on SIGTERM (the pool's terminate() sends it) and ignores SIGINT (a
+    # Ctrl-C reaches the whole process group): the main process alone decides how the job
+    # ends, and a worker never prints a traceback of its own for a signal.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run(config: DataPrepConfig) -> dict:
@@ -127,7 +137,9 @@ def _run_in_workers(
     order, so the output does not depend on which worker ran what."""
     pending: collections.deque = collections.deque()
     try:
-        with multiprocessing.get_context("fork").Pool(num_workers) as workers:
+        with multiprocessing.get_context("fork").Pool(
+            num_workers, initializer=_leave_signals_to_the_parent
+        ) as workers:
 
             def finish_oldest() -> None:
                 spill, result = pending[0]

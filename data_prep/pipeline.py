@@ -17,6 +17,10 @@ BEAM_RUNNERS = ("FnApiRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "
 BEAM_INSTALL_HINT = "pip install -r requirements-beam.txt"
 
 
+class MissingExtraError(RuntimeError):
+    """An optional extra the job needs is not installed; says what to install."""
+
+
 def run_on_beam(
     config: DataPrepConfig,
     beam_runner: str = "FnApiRunner",
@@ -30,10 +34,10 @@ def run_on_beam(
     except ImportError as e:
         if (e.name or "").split(".")[0] != "apache_beam":
             raise
-        raise RuntimeError(
+        raise MissingExtraError(
             f"--runner=beam needs Apache Beam, an optional extra: {BEAM_INSTALL_HINT}"
         ) from e
     return beam_job.run(config, beam_runner, pipeline_args)
 
 
-__all__ = ["BEAM_RUNNERS", "DataPrepConfig", "run", "run_on_beam"]
+__all__ = ["BEAM_RUNNERS", "DataPrepConfig", "MissingExtraError", "run", "run_on_beam"]

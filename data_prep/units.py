@@ -36,6 +36,7 @@ from typing import BinaryIO
 from absl import logging
 
 from albert_tf import records
+from albert_tf.settings import OUTPUT_FILE, setting
 from data_prep import corpus, instances
 from data_prep.stats import Stats
 
@@ -47,27 +48,58 @@ MASKING_MODES = ("static", "dynamic")
 
 @dataclasses.dataclass(frozen=True)
 class DataPrepConfig:
-    """Everything the job needs; the CLI fills it from flags.
+    """Everything the job needs; each setting (those of `pair`, `masking` and `corpus` too) is a
+    flag of `pipelines/create_pretraining_data.py`, the original's where it has one.
 
     `masking_mode` is one of `MASKING_MODES`. Under "dynamic" a `dupe_factor` above 1 only adds
     pairings (the CLI defaults it to 1 there); `masking` is recorded for the trainer, not applied.
     """
 
-    input_file: str
-    output_file: str
-    spm_model_file: str
-    do_lower_case: bool = True
-    random_seed: int = 12345
-    dupe_factor: int = 40
+    input_file: str = setting(help="Input text files: comma-separated globs (.gz allowed).")
+    output_file: str = setting(
+        help="Output TFRecord file(s), comma-separated; instances are written round-robin "
+        "across them.",
+        path=OUTPUT_FILE,
+    )
+    spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
+    do_lower_case: bool = setting(
+        True, "Lowercase the text (the released English models are uncased)."
+    )
+    random_seed: int = setting(12345, "Seed of every random choice (the output is reproducible).")
+    dupe_factor: int = setting(
+        40,
+        "Passes over the corpus, each with new pairs and masks (with --masking=dynamic: new "
+        "pairs only, and 1 unless given).",
+    )
     pair: instances.PairConfig = instances.PairConfig()
     masking: instances.MaskingConfig = instances.MaskingConfig()
-    masking_mode: str = "static"
+    masking_mode: str = setting(
+        "static",
+        "static: mask here, once per --dupe_factor pass, into the original's 8-feature records. "
+        "dynamic: write the same SOP instances unmasked (input_ids, input_mask, segment_ids, "
+        "token_boundary, next_sentence_labels), for the trainer to mask afresh each time it "
+        "reads them; --masked_lm_prob, --max_predictions_per_seq, --ngram, "
+        "--favor_shorter_ngram, --do_whole_word_mask and --do_permutation are then not "
+        'applied, only recorded in the summary\'s "masking" block; --dupe_factor defaults to 1.',
+        flag="masking",
+        choices=MASKING_MODES,
+    )
     corpus: corpus.CorpusConfig = corpus.CorpusConfig()
     num_workers: int = 1
-    num_output_shards: int = 1
-    shuffle_buffer_size: int = 20_000
-    batch_chars: int = 256 * 1024
-    summary_file: str | None = None
+    num_output_shards: int = setting(1, "With one --output_file, write FILE-0000i-of-0000N shards.")
+    shuffle_buffer_size: int = setting(
+        20_000,
+        "Instances held for shuffling before writing (the original shuffled all instances in "
+        "memory).",
+    )
+    batch_chars: int = setting(
+        256 * 1024,
+        "Characters of text per work unit; also the window random-document segments are drawn "
+        "from.",
+    )
+    summary_file: str | None = setting(
+        None, "Summary JSON (default: beside the first output, .summary.json).", path=OUTPUT_FILE
+    )
 
     def __post_init__(self):
         if self.pair.max_seq_length < 5:

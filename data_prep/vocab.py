@@ -11,6 +11,7 @@ copy of the corpus); SentencePiece samples `input_sentence_size` lines by reserv
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import shutil
 import tempfile
@@ -99,9 +100,10 @@ def train_vocab(
             "vocab: training a %d-piece unigram model on %s", config.vocab_size, ", ".join(files)
         )
         spm.set_random_generator_seed(config.seed)
+        stopped: list[BaseException] = []  # what stopped the lines, which SentencePiece hides
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=_chain(first, lines),
+                sentence_iterator=_chain(first, lines, stopped),
                 model_prefix=os.path.join(tmp_dir, model_prefix),
                 model_type="unigram",
                 vocab_size=config.vocab_size,
@@ -118,6 +120,11 @@ def train_vocab(
                 minloglevel=1,
             )
         except RuntimeError as e:
+            if stopped:  # reading a file failed or the job was stopped: say that
+                raise stopped[0] from None
+            if _nearly_full(tmp_dir):  # SentencePiece's own message names neither
+                full = os.path.normpath(output_dir)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), full) from e
             raise ValueError(
                 f"SentencePiece training on {', '.join(files)} failed "
                 f"(vocab_size={config.vocab_size}, {result.lines_used} lines): {e}"
@@ -140,6 +147,16 @@ def train_vocab(
     return result
 
 
+def _nearly_full(directory: str, margin: int = 1 << 20) -> bool:
+    """Whether the file system of `directory` has less than `margin` bytes left: SentencePiece
+    reports a write it could not do only as `INTERNAL: ... WriteLine`."""
+    try:
+        stats = os.statvfs(directory)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < margin
+
+
 def _set_model_prefix(model_path: str, model_prefix: str) -> None:
     # SentencePiece records its model_prefix (here our temp dir) in the model; keep only the name.
     proto = sentencepiece_model_pb2.ModelProto()
@@ -150,6 +167,14 @@ def _set_model_prefix(model_path: str, model_prefix: str) -> None:
         f.write(proto.SerializeToString())
 
 
-def _chain(first: str, rest: Iterator[str]) -> Iterator[str]:
+def _chain(first: str, rest: Iterator[str], stopped: list[BaseException]) -> Iterator[str]:
+    """`first`, then `rest`; what stops `rest` (an error, a signal's exception) is also kept in
+    `stopped`: SentencePiece turns it into a RuntimeError of its own."""
     yield first
-    yield from rest
+    try:
+        yield from rest
+    except GeneratorExit:  # SentencePiece is done with the lines
+        raise
+    except BaseException as error:
+        stopped.append(error)
+        raise

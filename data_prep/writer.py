@@ -142,20 +142,26 @@ class ShardedWriter:
 
     def write(self, framed_record: bytes) -> None:
         """Appends one framed record to the next shard."""
-        self._files[self._next].write(framed_record)
+        try:
+            self._files[self._next].write(framed_record)
+        except OSError as e:  # a failed write (a full disk) names no file: name the output
+            raise OSError(e.errno, e.strerror, self.paths[self._next]) from e
         self.counts[self._next] += 1
         self._next = (self._next + 1) % len(self._files)
 
     def commit(self) -> None:
         """Closes, syncs and renames every shard to its final name."""
+        path = self.paths[0]
         try:
-            for f in self._files:
+            for f, path in zip(self._files, self.paths):
                 f.close()
             for temp, path in zip(self._temps, self.paths):
                 replace_synced(temp, path)
         except OSError as e:
             self.abort()
-            raise OutputError(f"cannot finish output {e.filename}: {e.strerror or e}") from e
+            raise OutputError(f"cannot finish output {path}: {e.strerror or e}") from OSError(
+                e.errno, e.strerror, path
+            )
         self._temps = []
 
     def abort(self) -> None:

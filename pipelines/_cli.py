@@ -1,7 +1,7 @@
 """What every CLI in `pipelines/` shares: a quiet TensorFlow start-up and short log lines.
 
 Import this module before anything that imports TensorFlow, and start the CLI with
-`_cli.run(main)` instead of `app.run(main)`.
+`_failures.run_task(main)` (which runs `_cli.run(main)`) instead of `app.run(main)`.
 
 What the user sees:
   * Log lines are `HH:MM:SS message` (`HH:MM:SS WARNING message` for warnings and errors), and
@@ -30,6 +30,8 @@ import warnings
 from collections.abc import Callable, Iterable, MutableMapping
 
 from absl import app, flags, logging
+
+from pipelines import _failures
 
 # 2 rather than 1: the WARNING lines TensorFlow prints in our runs are notes on its own internals
 # (the TFLite converter ignoring options it sets itself, tf.data not optimizing tf.distribute's
@@ -186,6 +188,29 @@ def configure_logging() -> None:
     std_logging.getLogger("tensorflow").setLevel(std_logging.WARNING)
 
 
+def list_helper_flags_in_help(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Makes the flags that the shared modules of `pipelines/` defined (distribution flags, the
+    settings' flags) key flags of the main module, so that `--help` lists them with its own."""
+    for module, defined in flag_values.flags_by_module_dict().items():
+        if module.startswith("pipelines."):
+            for flag in defined:
+                flag_values.register_key_flag_for_module(sys.argv[0], flag)
+
+
+def run_task(main: Callable[[list[str]], object], *, tensorflow: bool = False) -> None:
+    """The one entry point of every CLI: `run(main)` where SIGTERM / SIGINT stop the job cleanly
+    and every known failure, bad input, full disk or missing permission ends as one line and a
+    non-zero exit status (`_failures`), those met while TensorFlow loads (with `tensorflow`)
+    included."""
+    list_helper_flags_in_help()
+    _failures.stop_on_signals()
+    _failures.exit_on_failure(
+        lambda: run(
+            lambda argv: _failures.exit_on_failure(lambda: main(argv)), tensorflow=tensorflow
+        )
+    )
+
+
 def run(main: Callable[[list[str]], object], *, tensorflow: bool = False) -> None:
     """`app.run(main)` with `configure_logging` applied after flag parsing; with `tensorflow`,
     TensorFlow is then imported quietly before `main` (not for `--help` or a flag error)."""
@@ -193,19 +218,6 @@ def run(main: Callable[[list[str]], object], *, tensorflow: bool = False) -> Non
     if tensorflow:
         app.call_after_init(import_tensorflow_quietly)
     app.run(main)
-
-
-def exit_on_bad_input(
-    job: Callable[[], object], errors: tuple[type[BaseException], ...] = (OSError, ValueError)
-):
-    """Runs `job()`; an error of `errors` (bad files, records, settings, checkpoints) is logged as
-    one line `Type: message` and exits with status 1, without a traceback."""
-    try:
-        return job()
-    except errors as error:
-        message = " ".join(str(error).split())
-        logging.error("%s: %s", type(error).__name__, message)
-        sys.exit(1)
 
 
 configure_tensorflow_logging()

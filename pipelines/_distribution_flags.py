@@ -1,5 +1,5 @@
 """The distribution flags the CLIs share: the original TPU flags, `--strategy` and
-`--mixed_precision`, recipes of flag values, and the tf.distribute strategy they ask for.
+`--mixed_precision`, and the tf.distribute strategy they ask for.
 
 Defining the flags does not import TensorFlow; `strategy_from_flags` does.
 """
@@ -7,6 +7,8 @@ Defining the flags does not import TensorFlow; `strategy_from_flags` does.
 from __future__ import annotations
 
 from absl import app, flags, logging
+
+from albert_tf.settings import MIXED_PRECISIONS
 
 # tf.distribute strategies (those of `albert_tf.training.distribution.STRATEGIES`, named here so
 # that defining the flags does not import TensorFlow).
@@ -17,55 +19,48 @@ IGNORED_ORIGINAL_FLAGS = ("iterations_per_loop", "num_tpu_cores", "use_einsum")
 
 def define_tpu_and_distribution_flags(flag_values=flags.FLAGS) -> None:
     """The original TPU flags (`use_tpu`, `tpu_name`, `tpu_zone`, `gcp_project`, `master`,
-    `num_tpu_cores`, `iterations_per_loop`) and ours: `strategy`, `mixed_precision`."""
-    flags.DEFINE_bool(
-        "use_tpu", False, "Train on a TPU (same as --strategy=tpu).", flag_values=flag_values
+    `num_tpu_cores`, `iterations_per_loop`) and ours: `strategy`, `mixed_precision`; each unless
+    already defined (a job's settings may hold `iterations_per_loop` or `mixed_precision`)."""
+    definitions = (
+        (flags.DEFINE_bool, "use_tpu", False, "Train on a TPU (same as --strategy=tpu)."),
+        (flags.DEFINE_string, "tpu_name", None, "TPU name or grpc:// address."),
+        (flags.DEFINE_string, "tpu_zone", None, "GCE zone of the TPU."),
+        (flags.DEFINE_string, "gcp_project", None, "GCP project of the TPU."),
+        (flags.DEFINE_string, "master", None, "TF master address (same as --tpu_name)."),
+        (
+            flags.DEFINE_integer,
+            "num_tpu_cores",
+            8,
+            "Accepted for compatibility; the TPU system decides.",
+        ),
+        (
+            flags.DEFINE_integer,
+            "iterations_per_loop",
+            1000,
+            "Accepted for compatibility (a TPUEstimator setting); ignored.",
+        ),
     )
-    flags.DEFINE_string("tpu_name", None, "TPU name or grpc:// address.", flag_values=flag_values)
-    flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU.", flag_values=flag_values)
-    flags.DEFINE_string("gcp_project", None, "GCP project of the TPU.", flag_values=flag_values)
-    flags.DEFINE_string(
-        "master", None, "TF master address (same as --tpu_name).", flag_values=flag_values
-    )
-    flags.DEFINE_integer(
-        "num_tpu_cores",
-        8,
-        "Accepted for compatibility; the TPU system decides.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_integer(
-        "iterations_per_loop",
-        1000,
-        "Accepted for compatibility (a TPUEstimator setting); ignored.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_enum(
-        "strategy",
-        "auto",
-        list(STRATEGIES),
-        "tf.distribute strategy: auto picks a TPU (--use_tpu/--tpu_name), multi_worker when "
-        "TF_CONFIG names a cluster (the chief writes checkpoints, scores and predictions), "
-        "mirrored over several GPUs, "
-        "else one device.",
-        flag_values=flag_values,
-    )
-    flags.DEFINE_enum(
-        "mixed_precision",
-        "none",
-        ["none", "bf16", "fp16"],
-        "Compute precision.",
-        flag_values=flag_values,
-    )
-
-
-def apply_recipe(recipe: dict, flag_values=flags.FLAGS) -> list[str]:
-    """Sets each flag of `recipe` not given on the command line; returns the names it set."""
-    applied = []
-    for name, value in recipe.items():
-        if not flag_values[name].present:
-            setattr(flag_values, name, value)
-            applied.append(name)
-    return applied
+    for define, name, default, help_text in definitions:
+        if name not in flag_values:
+            define(name, default, help_text, flag_values=flag_values)
+    if "strategy" not in flag_values:
+        flags.DEFINE_enum(
+            "strategy",
+            "auto",
+            list(STRATEGIES),
+            "tf.distribute strategy: auto picks a TPU (--use_tpu/--tpu_name), multi_worker when "
+            "TF_CONFIG names a cluster (the chief writes checkpoints, scores and predictions), "
+            "mirrored over several GPUs, else one device.",
+            flag_values=flag_values,
+        )
+    if "mixed_precision" not in flag_values:
+        flags.DEFINE_enum(
+            "mixed_precision",
+            "none",
+            list(MIXED_PRECISIONS),
+            "Compute precision.",
+            flag_values=flag_values,
+        )
 
 
 def note_ignored_flags(names=IGNORED_ORIGINAL_FLAGS, flag_values=flags.FLAGS) -> None:

@@ -23,7 +23,10 @@ sys.path.insert(
 )  # run from a checkout, uninstalled
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
+from pipelines import _config_flags
 from absl import app, flags, logging
+
+from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -123,8 +126,12 @@ def main(argv):
     for name in ("spm_model_file", "label_names"):
         if FLAGS[name].value and not FLAGS.output_hf:
             raise app.UsageError(f"--{name} goes with --output_hf")
-    _cli.exit_on_bad_input(_convert)
+    if FLAGS.output:
+        _config_flags.check_output_path("output", OUTPUT_FILE, FLAGS.output)
+    else:
+        _config_flags.check_output_path("output_hf", OUTPUT_DIR, FLAGS.output_hf)
+    _convert()
 
 
 if __name__ == "__main__":
-    _cli.run(main, tensorflow=True)
+    _cli.run_task(main, tensorflow=True)

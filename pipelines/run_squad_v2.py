@@ -21,13 +21,9 @@ sys.path.insert(
     0, str(pathlib.Path(__file__).resolve().parents[1])
 )  # run from a checkout, uninstalled
 
-from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
-from absl import flags
-
-from pipelines import run_squad_v1 as squad_cli
+from pipelines import _cli  # noqa: F401  (first: TensorFlow's log level must be set before it loads)
+from pipelines._finetune_cli import main
+from pipelines.run_squad_v1 import squad_cli
 
 if __name__ == "__main__":
-    squad_cli.define_flags("v2")
-    flags.adopt_module_key_flags(squad_cli)  # --help lists them as this script's
-    flags.adopt_module_key_flags(_cli)
-    _cli.run(squad_cli.main_for("v2"), tensorflow=True)
+    main(squad_cli("v2"))

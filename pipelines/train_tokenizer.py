@@ -14,9 +14,11 @@ if not __package__:  # run as a script: make the repository root importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
-from absl import flags, logging
+from pipelines import _config_flags
+from absl import flags
 
-from data_prep.corpus import InputError
+from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE
+
 from data_prep.vocab import VocabConfig, train_vocab
 
 FLAGS = flags.FLAGS
@@ -66,19 +68,17 @@ def main(argv):
         num_threads=FLAGS.num_threads,
         seed=FLAGS.random_seed,
     )
-    try:
-        result = train_vocab(
-            FLAGS.input_file, os.path.join(FLAGS.output_dir, prefix_dir), prefix_name, config
-        )
-    except (InputError, OSError, ValueError) as e:
-        logging.error("%s", e)
-        return 1
+    output_dir = os.path.join(FLAGS.output_dir, prefix_dir)
+    _config_flags.check_output_path("output_dir", OUTPUT_DIR, output_dir)
+    for suffix in (".model", ".vocab"):
+        path = os.path.join(output_dir, prefix_name + suffix)
+        _config_flags.check_output_path("model_prefix", OUTPUT_FILE, path)
+    result = train_vocab(FLAGS.input_file, output_dir, prefix_name, config)
     print(
         f"wrote {result.model_path} and {result.vocab_path} from {result.lines_used} lines; "
         f"skipped: {result.lines_skipped or 'none'}"
     )
-    return 0
 
 
 if __name__ == "__main__":
-    _cli.run(main)
+    _cli.run_task(main)

@@ -6,6 +6,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import textwrap
 
 import keras
 import numpy as np
@@ -14,7 +15,8 @@ import pytest
 from albert_tf import AlbertConfig
 from albert_tf.tasks.glue import finetune as finetuning
 from albert_tf.modeling.heads.classifier import AlbertClassifier
-from tests.tolerances import FEW_OPS, assert_close_to_scale
+from albert_tf.checkpoints import read_tf1_checkpoint
+from tests.tolerances import FEW_OPS, TRAINING_STEPS, assert_close_to_scale
 from tests.model_configs import CLASSIFIER_TINY
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -306,3 +308,51 @@ def test_a_malformed_test_or_dev_file_stops_the_job_before_training(tmp_path, ti
     with pytest.raises(finetuning.glue.MalformedRowError, match=f"^{dev}:3: unknown label"):
         finetuning.run(config, do_train=True, do_eval=True, do_predict=True)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # two CLI trainings: ~45 s on 2 cores
+def test_cli_mirrored_over_two_devices_matches_one_device(tmp_path, tiny_config_file):
+    # The CLI itself, with two logical CPU devices set before TensorFlow starts, and dropout off
+    # (the head's 0.1 is the original's, fixed): nothing random is left in a step, so the two
+    # replicas' summed gradients must give the one-device weights.
+    two_cpus = textwrap.dedent("""
+        import runpy, sys
+        import keras
+        import tensorflow as tf
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        keras.layers.Dropout.call = lambda self, inputs, training=False: inputs
+        sys.argv = sys.argv[1:]
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    """)
+    weights = {}
+    for kind in ("one_device", "mirrored"):
+        flags = [
+            "--task_name=sst-2",
+            f"--data_dir={GLUE}",
+            f"--spm_model_file={SPM}",
+            f"--albert_config_file={tiny_config_file}",
+            f"--output_dir={tmp_path / kind}",
+            "--max_seq_length=32",
+            "--train_step=2",
+            "--save_checkpoints_steps=2",
+            "--train_batch_size=8",
+            "--learning_rate=1e-3",
+            "--nodynamic_padding",
+            "--do_train",
+            f"--strategy={kind}",
+        ]
+        result = subprocess.run(
+            [sys.executable, "-c", two_cpus, str(ROOT / "pipelines" / "run_classifier.py"), *flags],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        replicas = 2 if kind == "mirrored" else 1
+        assert f"strategy {kind} " in result.stderr and f"{replicas} replica(s)" in result.stderr
+        weights[kind] = read_tf1_checkpoint(tmp_path / kind / "model.ckpt-2")
+    assert weights["one_device"].keys() == weights["mirrored"].keys()
+    for name, expected in weights["one_device"].items():
+        assert_close_to_scale(weights["mirrored"][name], expected, TRAINING_STEPS, err_msg=name)

@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from albert_tf.finetuning import training
 from albert_tf.tasks.race import finetune as race
 from albert_tf.tasks.race.examples import LABELS
 from tests.tolerances import GOLDEN, SAME_MODEL, TRAINING_STEPS, assert_close_to_scale
+from tests.cli_help import flag_defaults
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RACE = ROOT / "tests" / "fixtures" / "original_race"
@@ -36,19 +36,6 @@ def run_cli(*args):
         cwd=ROOT,
         timeout=600,
     )
-
-
-def flag_defaults(script):
-    """{flag name: default as absl writes it} of a CLI, from its --helpxml (no TensorFlow)."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "pipelines" / script), "--helpxml"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    flags = ElementTree.fromstring(result.stdout).findall("flag")
-    return {f.findtext("name"): f.findtext("default") for f in flags}
 
 
 @pytest.fixture(scope="module")

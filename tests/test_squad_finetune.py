@@ -6,7 +6,6 @@ import os
 import pathlib
 import subprocess
 import sys
-from xml.etree import ElementTree
 
 import keras
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 
 from albert_tf.tasks.squad import finetune as squad
 from albert_tf.tasks.squad.inputs import read_left_file
+from tests.cli_help import flag_defaults
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SQUAD = ROOT / "tests" / "fixtures" / "original_squad"
@@ -35,19 +35,6 @@ def run_cli(version, *args):
         cwd=ROOT,
         timeout=600,
     )
-
-
-def flag_defaults(script):
-    """{flag name: default as absl writes it} of a CLI, from its --helpxml (no TensorFlow)."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "pipelines" / script), "--helpxml"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    flags = ElementTree.fromstring(result.stdout).findall("flag")
-    return {f.findtext("name"): f.findtext("default") for f in flags}
 
 
 def assert_close(actual, expected, what):

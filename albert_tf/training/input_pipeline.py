@@ -24,6 +24,7 @@ from absl import logging
 
 from albert_tf.io import expand_patterns
 from albert_tf.records import (
+    MASKING_MODES,
     FEATURE_NAMES,
     FLOAT_FEATURES,
     PRED_FEATURES,
@@ -35,7 +36,6 @@ from albert_tf.training.dynamic_masking import DynamicMasker, element_seed
 
 ORIGINAL_SHUFFLE_BUFFER = 100
 ORIGINAL_CYCLE_LENGTH = 4
-MASKING_MODES = ("auto", "static", "dynamic")
 # Evaluation masks unmasked records from this seed when none is given: the same masks every time.
 EVAL_MASKING_SEED = 0
 

@@ -6,52 +6,97 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import tensorflow as tf
-
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
-from albert_tf.training.harness import MIXED_PRECISION_POLICIES
-from albert_tf.training.input_pipeline import MASKING_MODES, DynamicMasking
+from albert_tf.records import MASKING_MODES
+from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, setting
 
 
 @dataclasses.dataclass
 class PretrainingOptions:
-    """Settings of a run; names and defaults are the original `run_pretraining.py` flags."""
+    """Settings of a run; names and defaults are the original `run_pretraining.py` flags (each
+    field is that flag: `pipelines/pretrain.py` defines them from here)."""
 
-    input_file: str
-    output_dir: str
-    eval_input_file: str | None = None  # held-out data; None evaluates on `input_file` (original)
-    init_checkpoint: str | None = None
-    max_seq_length: int = 512
-    max_predictions_per_seq: int | None = None  # None: min(20, max_seq_length), i.e. 20 at 512
-    train_batch_size: int = 4096  # global, per optimizer update
-    eval_batch_size: int = 64
-    optimizer: str = "lamb"
-    learning_rate: float = 0.00176
-    poly_power: float = 1.0
-    num_train_steps: int = 125000
-    num_warmup_steps: int = 3125
-    start_warmup_step: int = 0
-    save_checkpoints_steps: int = 5000
-    keep_checkpoint_max: int = 5
-    iterations_per_loop: int = 1000
-    max_eval_steps: int = 100
-    do_train: bool = True
-    do_eval: bool = False
-    mixed_precision: str = "none"
-    gradient_accumulation_steps: int = 1
-    jit_compile: bool | None = None  # None: see `use_xla`
-    log_every_steps: int = 100
-    shuffle_buffer: int = 100
-    seed: int | None = None  # also of the masks of unmasked records (None: a random one)
-    skip_corrupt_records: bool = False  # skip (and count) corrupt or misfit records
+    input_file: str = setting(help="Comma-separated globs of training TFRecords.")
+    output_dir: str = setting(
+        help="Where checkpoints, summaries and the model are written.", path=OUTPUT_DIR
+    )
+    eval_input_file: str | None = setting(
+        None, "Held-out TFRecords for --do_eval (the original evaluated on training data)."
+    )
+    init_checkpoint: str | None = setting(
+        None, "Initial weights: an original TF1 checkpoint (prefix or directory) or a .keras."
+    )
+    max_seq_length: int = setting(512, "Sequence length of the TFRecords.")
+    max_predictions_per_seq: int | None = setting(
+        None,
+        "Masked positions per sequence in the TFRecords, or per example masked with "
+        "--masking=dynamic (default: min(20, --max_seq_length)).",
+    )
+    train_batch_size: int = setting(4096, "Global batch size of one optimizer update.")
+    eval_batch_size: int = setting(64, "Global eval batch size.")
+    optimizer: str = setting("lamb", "The original optimizers.", choices=OPTIMIZERS)
+    learning_rate: float = setting(0.00176, "Peak learning rate.")
+    poly_power: float = setting(1.0, "Exponent of the polynomial decay.")
+    num_train_steps: int = setting(125000, "Optimizer updates.")
+    num_warmup_steps: int = setting(3125, "Linear warmup updates.")
+    start_warmup_step: int = setting(0, "Step at which warmup starts.")
+    save_checkpoints_steps: int = setting(5000, "Checkpoint every this many updates.")
+    keep_checkpoint_max: int = setting(5, "Checkpoints kept.")
+    iterations_per_loop: int = setting(
+        1000,
+        "Steps per device loop (Keras steps_per_execution; capped to divide "
+        "--save_checkpoints_steps and --log_every_steps).",
+    )
+    max_eval_steps: int = setting(100, "Eval batches.")
+    do_train: bool = setting(True, "Train.")
+    do_eval: bool = setting(False, "Evaluate at the end (on --eval_input_file if given).")
+    mixed_precision: str = setting("none", "Compute precision.", choices=MIXED_PRECISIONS)
+    gradient_accumulation_steps: int = setting(
+        1,
+        "Micro-batches per update (single replica); each is "
+        "train_batch_size / gradient_accumulation_steps.",
+    )
+    jit_compile: bool | None = setting(
+        None,
+        "XLA-compile the train step (default: wherever Keras supports it for the strategy, "
+        "except fp32 and bf16 on CPU, which run faster through oneDNN's matmuls than through "
+        "XLA:CPU: ~6% for fp32, ~2.2x for bf16).",
+    )
+    log_every_steps: int = setting(100, "Progress line and summaries every N updates.")
+    shuffle_buffer: int = setting(100, "Record shuffle buffer (the original's 100).")
+    seed: int | None = setting(
+        None,
+        "Seed for the input order and the masks of unmasked records (None: nondeterministic, "
+        "as the original's sloppy interleave; masks from a random seed, logged).",
+    )
+    skip_corrupt_records: bool = setting(
+        False,
+        "Skip and count input records that are corrupt (bad CRC), cut, or whose feature "
+        "lengths do not fit the flags: every record is checked before training and files "
+        "holding bad ones are read from repaired copies under <output_dir>/repaired_records "
+        "(the inputs are never modified); the count per file is logged and returned as "
+        "skipped_records. Without it a bad record stops the run with one line naming file, "
+        "record and byte offset.",
+    )
     # Masked or unmasked records (see `input_pipeline.pretraining_dataset`); the masking of
     # unmasked ones: the original `create_pretraining_data.py` flags and defaults. `masking`
     # is that of `input_file`; `eval_input_file` is always detected.
-    masking: str = "auto"
-    masked_lm_prob: float = 0.15
-    ngram: int = 3
-    favor_shorter_ngram: bool = True
-    do_whole_word_mask: bool = True
+    masking: str = setting(
+        "auto",
+        "static: the records are masked (the original's). dynamic: they are unmasked "
+        "(input_ids, input_mask, segment_ids, token_boundary, next_sentence_labels) and every "
+        "example is masked afresh each time it is read, by the data prep's n-gram whole-word "
+        "algorithm, from --seed (a random seed without it), continuing after a resume. auto: "
+        "from the first record of the first file. Speaks for --input_file: the records of "
+        "--eval_input_file are always read as they are (auto).",
+        choices=MASKING_MODES,
+    )
+    masked_lm_prob: float = setting(0.15, "Masked LM probability (--masking=dynamic).")
+    ngram: int = setting(3, "Maximum n-gram length (words) to mask (--masking=dynamic).")
+    favor_shorter_ngram: bool = setting(True, "p(n) ∝ 1/n; otherwise reversed (--masking=dynamic).")
+    do_whole_word_mask: bool = setting(
+        True, "Mask whole words, all pieces together (--masking=dynamic)."
+    )
 
     def __post_init__(self):
         self.max_predictions_per_seq = resolve_max_predictions_per_seq(
@@ -71,8 +116,8 @@ def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -
             f"--max_seq_length={o.max_seq_length} exceeds max_position_embeddings="
             f"{config.max_position_embeddings} of the config"
         )
-    if o.mixed_precision not in MIXED_PRECISION_POLICIES:
-        raise SettingsError(f"--mixed_precision must be one of {sorted(MIXED_PRECISION_POLICIES)}")
+    if o.mixed_precision not in MIXED_PRECISIONS:
+        raise SettingsError(f"--mixed_precision must be one of {sorted(MIXED_PRECISIONS)}")
     if o.gradient_accumulation_steps < 1:
         raise SettingsError("--gradient_accumulation_steps must be >= 1")
     if o.masking not in MASKING_MODES:
@@ -105,8 +150,11 @@ def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -
             raise SettingsError(f"--{name} must be >= 1, got {getattr(o, name)}")
 
 
-def use_xla(options: PretrainingOptions, strategy: tf.distribute.Strategy) -> bool:
-    """Whether the train step is XLA-compiled: `options.jit_compile` if set, else the default."""
+def use_xla(options: PretrainingOptions, strategy) -> bool:
+    """Whether the train step is XLA-compiled on `strategy` (a tf.distribute.Strategy):
+    `options.jit_compile` if set, else the default."""
+    import tensorflow as tf  # here: the CLI defines its flags from this module
+
     if options.jit_compile is not None:
         return options.jit_compile
     if isinstance(strategy, tf.distribute.TPUStrategy):
@@ -126,8 +174,11 @@ def steps_per_execution(options: PretrainingOptions) -> int:
     return math.gcd(min(options.iterations_per_loop, options.log_every_steps), micro_steps)
 
 
-def masking_settings(o: PretrainingOptions, config: AlbertConfig) -> DynamicMasking:
-    """How unmasked records are masked: the masking flags over the model's vocabulary."""
+def masking_settings(o: PretrainingOptions, config: AlbertConfig):
+    """How unmasked records are masked (an `input_pipeline.DynamicMasking`): the masking flags
+    over the model's vocabulary."""
+    from albert_tf.training.input_pipeline import DynamicMasking
+
     return DynamicMasking(
         vocab_size=config.vocab_size,
         masked_lm_prob=o.masked_lm_prob,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
+from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.settings import OUTPUT_DIR, setting
 from albert_tf.tasks.glue import processors as glue
 
 # run_glue.sh: every task also used --max_seq_length=512 --optimizer=adamw --do_lower_case.
@@ -33,32 +35,60 @@ RECIPES: dict[str, dict] = {
 
 
 @dataclasses.dataclass
-class FinetuneConfig:
-    """One fine-tuning job; defaults are the original `run_classifier.py` flag defaults."""
+class FinetuneConfig(FinetuneSettings):
+    """One fine-tuning job; defaults are the original `run_classifier.py` flag defaults (each
+    field is that flag, `pipelines/run_classifier.py` defines them from here).
 
-    task_name: str
-    data_dir: str
-    output_dir: str
-    spm_model_file: str
-    albert_config_file: str | None = None
-    init_checkpoint: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 512
-    train_step: int = 1000
-    warmup_step: int = 0
-    learning_rate: float = 5e-5
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    optimizer: str = "adamw"
-    save_checkpoints_steps: int = 1000
-    export_dir: str | None = None
-    skip_malformed_rows: bool = False
-    keep_all_checkpoints: bool = False
-    dynamic_padding: bool = True
-    jit_compile: bool = False
-    seed: int = 12345
-    log_every_steps: int = 50
+    Args:
+      task_name: GLUE task (`processors.TASKS`, case-insensitive).
+      data_dir, output_dir, spm_model_file, ...: the original flags of the same names.
+
+    Example:
+      config = FinetuneConfig("mrpc", "glue", "out/mrpc", "30k-clean.model", **RECIPES["mrpc"])
+    """
+
+    task_name: str = setting(
+        help=f"GLUE task: {', '.join(sorted(glue.TASKS))} (case-insensitive). Defaults to --recipe."
+    )
+    data_dir: str = setting(
+        help="GLUE root holding the task folders (SST-2/train.tsv, ...), as the original; the "
+        "task folder itself also works."
+    )
+    output_dir: str = setting(
+        help="Where checkpoints, eval results and predictions go.", path=OUTPUT_DIR
+    )
+    spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
+    max_seq_length: int = setting(
+        512,
+        "Maximum total tokens after tokenization; longer inputs are truncated as the original "
+        "(longer side first).",
+    )
+    train_step: int = setting(1000, "Total number of training steps.")
+    warmup_step: int = setting(0, "Linear learning-rate warmup steps.")
+    learning_rate: float = setting(5e-5, "Initial learning rate (linear decay to 0 at train_step).")
+    eval_batch_size: int = setting(8, "Batch size for eval.")
+    save_checkpoints_steps: int = setting(
+        1000,
+        "Save (and, with --do_train --do_eval, evaluate) a checkpoint every this many steps, "
+        "and at the last step.",
+    )
+    export_dir: str | None = setting(
+        None,
+        "Save classifier.keras (outputs `logits`, `probabilities`) with its config, "
+        "SentencePiece model and classifier_info.json here, for pipelines/export.py "
+        "--head=classifier.",
+        path=OUTPUT_DIR,
+    )
+    skip_malformed_rows: bool = setting(
+        False,
+        "Skip (and count) TSV rows with a wrong column count, an unknown label or bytes that "
+        "are not UTF-8 instead of stopping with file:line.",
+    )
+    dynamic_padding: bool = setting(
+        True,
+        "Pad each batch to its longest example instead of max_seq_length (same outputs up to "
+        "rounding, much faster on short texts); not in training under --jit_compile.",
+    )
 
     @property
     def pad_dynamically(self) -> bool:

@@ -249,6 +249,13 @@ def train(
     return loop.train(GlueFinetuneTask(config, tokenizer), albert_config, evaluator)
 
 
-def run(config: FinetuneConfig, do_train: bool, do_eval: bool, do_predict: bool) -> dict:
-    """The original `run_classifier.py` main(): train, evaluate every checkpoint, predict, export."""
-    return loop.run(GlueFinetuneTask(config), do_train, do_eval, do_predict)
+def run(
+    config: FinetuneConfig,
+    do_train: bool,
+    do_eval: bool,
+    do_predict: bool,
+    strategy: tf.distribute.Strategy | None = None,
+) -> dict:
+    """The original `run_classifier.py` main(): train (on `strategy`: one device when None, a
+    TPU, several GPUs or workers), evaluate every checkpoint, predict, export."""
+    return loop.run(GlueFinetuneTask(config), do_train, do_eval, do_predict, strategy=strategy)

@@ -7,6 +7,8 @@ import dataclasses
 import os
 
 from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
+from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, setting
 
 # The original release's recommended recipe (its v2 models also used dropout_prob 0, which
 # depends on the model, so it is left to the flag).
@@ -26,7 +28,7 @@ _CACHE_NAMES = {"train": "train.tf_record", "dev": "eval.tf_record", "test": "pr
 
 
 @dataclasses.dataclass
-class RaceConfig:
+class RaceConfig(FinetuneSettings):
     """One RACE job; defaults are the original `run_race.py` flag defaults.
 
     `train_file`, `eval_file`, `predict_file` are the TFRecord caches of the train, dev and test
@@ -40,35 +42,42 @@ class RaceConfig:
       config = RaceConfig("data", "out/race", "30k-clean.model", **RECIPES["race"])
     """
 
-    data_dir: str
-    output_dir: str
-    spm_model_file: str
-    albert_config_file: str | None = None
-    init_checkpoint: str | None = None
-    task_name: str = "race"
-    train_file: str | None = None
-    eval_file: str | None = None
-    predict_file: str | None = None
-    do_lower_case: bool = True
-    dropout_prob: float = 0.1
-    max_seq_length: int = 512
-    max_qa_length: int = 128
-    high_only: bool = False
-    middle_only: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 1e-5
-    train_step: int = 12000
-    warmup_step: int = 1000
-    save_checkpoints_steps: int = 100
-    optimizer: str = "adamw"
-    export_dir: str | None = None
-    keep_all_checkpoints: bool = False
-    jit_compile: bool = False
-    mixed_precision: str = "none"
-    seed: int = 12345
-    log_every_steps: int = 50
+    data_dir: str = setting(help="The folder holding RACE/{train,dev,test}/{middle,high}/.")
+    output_dir: str = setting(
+        help="Where checkpoints, results and predictions go.", path=OUTPUT_DIR
+    )
+    spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
+    task_name: str = setting("race", "The task: race.")
+    train_file: str | None = setting(
+        None,
+        "TFRecord cache of the train split. Default: <output_dir>/train.tf_record.",
+        path=OUTPUT_FILE,
+    )
+    eval_file: str | None = setting(
+        None,
+        "TFRecord cache of the dev split. Default: <output_dir>/eval.tf_record.",
+        path=OUTPUT_FILE,
+    )
+    predict_file: str | None = setting(
+        None,
+        "TFRecord cache of the test split. Default: <output_dir>/predict.tf_record.",
+        path=OUTPUT_FILE,
+    )
+    dropout_prob: float = setting(0.1, "Dropout on the pooled output (the v2 recipe used 0).")
+    max_seq_length: int = setting(512, "Tokens per packed choice, padded.")
+    max_qa_length: int = setting(128, "Pieces kept from the end of question + option.")
+    high_only: bool = setting(False, "Read the high school questions only.")
+    middle_only: bool = setting(False, "Read the middle school questions only.")
+    eval_batch_size: int = setting(8, "Batch size for eval.")
+    learning_rate: float = setting(1e-5, "Initial learning rate (linear decay to 0).")
+    train_step: int = setting(12000, "Total number of training steps.")
+    warmup_step: int = setting(1000, "Linear learning-rate warmup steps.")
+    save_checkpoints_steps: int = setting(100, "Save (and evaluate) a checkpoint every N steps.")
+    export_dir: str | None = setting(
+        None,
+        "Save race.keras (with its config, SentencePiece model and race_info.json) here.",
+        path=OUTPUT_DIR,
+    )
 
     def __post_init__(self):
         if self.task_name.lower() != "race":

@@ -11,6 +11,8 @@ import dataclasses
 import os
 
 from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
+from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, setting
 
 VERSIONS = ("v1", "v2")
 # The original release's recommended recipe, the same for both versions.
@@ -28,10 +30,12 @@ RECIPE = dict(
     do_lower_case=True,
 )
 RECIPES: dict[str, dict] = {"squad_v1": RECIPE, "squad_v2": RECIPE}
+# The settings only the original v2 script has.
+V2_ONLY = ("start_n_top", "end_n_top", "dropout_prob")
 
 
 @dataclasses.dataclass
-class SquadConfig:
+class SquadConfig(FinetuneSettings):
     """One SQuAD job; defaults are the original `run_squad_v1.py` / `run_squad_v2.py` flags.
 
     `train_step` / `warmup_step` None: from `num_train_epochs` / `warmup_proportion` and the
@@ -47,40 +51,59 @@ class SquadConfig:
     """
 
     version: str
-    output_dir: str
-    spm_model_file: str
-    albert_config_file: str | None = None
-    init_checkpoint: str | None = None
-    train_file: str | None = None
-    predict_file: str | None = None
-    train_feature_file: str | None = None
-    predict_feature_file: str | None = None
-    predict_feature_left_file: str | None = None
-    do_lower_case: bool = True
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    train_batch_size: int = 32
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    train_step: int | None = None
-    warmup_step: int | None = None
-    save_checkpoints_steps: int = 1000
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    start_n_top: int = 5
-    end_n_top: int = 5
-    dropout_prob: float = 0.1
-    optimizer: str = "adamw"
-    export_dir: str | None = None
-    keep_all_checkpoints: bool = False
-    skip_bad_answers: bool = False
-    jit_compile: bool = False
-    mixed_precision: str = "none"
-    seed: int = 12345
-    log_every_steps: int = 50
+    output_dir: str = setting(
+        help="Where checkpoints, results and predictions go.", path=OUTPUT_DIR
+    )
+    spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
+    train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
+    predict_file: str | None = setting(
+        None, "SQuAD json to predict (and score, when it has answers)."
+    )
+    train_feature_file: str | None = setting(
+        None,
+        "TFRecord cache of the training windows (built if missing or built with other "
+        "settings). Default: <output_dir>/train.tf_record.",
+        path=OUTPUT_FILE,
+    )
+    predict_feature_file: str | None = setting(
+        None,
+        "TFRecord cache of the predict windows. Default: <output_dir>/predict.tf_record.",
+        path=OUTPUT_FILE,
+    )
+    predict_feature_left_file: str | None = setting(
+        None,
+        "What post-processing needs of the predict windows (JSON; the original pickled them). "
+        "Default: <output_dir>/predict_left_file.json.",
+        path=OUTPUT_FILE,
+    )
+    max_seq_length: int = setting(384, "Tokens per window, padded.")
+    doc_stride: int = setting(128, "Pieces between the starts of a context's windows.")
+    max_query_length: int = setting(64, "Question pieces kept.")
+    learning_rate: float = setting(5e-5, "Initial learning rate (linear decay to 0).")
+    num_train_epochs: float = setting(3.0, "Epochs over the training questions.")
+    warmup_proportion: float = setting(0.1, "Share of the steps with linear warmup.")
+    train_step: int | None = setting(
+        None, "Training steps (default: questions / train_batch_size * num_train_epochs)."
+    )
+    warmup_step: int | None = setting(None, "Warmup steps (default: warmup_proportion of them).")
+    save_checkpoints_steps: int = setting(1000, "Save (and score) a checkpoint every N steps.")
+    n_best_size: int = setting(20, "Answers kept per question in nbest_predictions.json.")
+    max_answer_length: int = setting(30, "Longest answer, in pieces.")
+    # The original v2's own flags (`V2_ONLY`).
+    start_n_top: int = setting(5, "Beam size for the start positions.")
+    end_n_top: int = setting(5, "Beam size for the end positions per start.")
+    dropout_prob: float = setting(0.1, "Dropout in the answer-class head.")
+    export_dir: str | None = setting(
+        None,
+        "Save squad_v1.keras or squad_v2.keras (with its config, SentencePiece model and "
+        "squad_info.json) here, from the best checkpoint (the original v2 had no export).",
+        path=OUTPUT_DIR,
+    )
+    skip_bad_answers: bool = setting(
+        False,
+        "Skip (and count) training questions whose answer is not at its answer_start instead "
+        "of stopping with the file and question id.",
+    )
 
     def __post_init__(self):
         if self.version not in VERSIONS:

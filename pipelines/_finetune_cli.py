@@ -1,0 +1,129 @@
+"""The fine-tuning CLIs' one main: a task's settings dataclass, its recipes and its `run`, with
+the original scripts' flags (`run_classifier.py`, `run_squad_v1.py`, `run_squad_v2.py`,
+`run_race.py`).
+
+A CLI states what differs (`FinetuneCli`) and calls `main`:
+
+    CLI = FinetuneCli(RaceConfig, "albert_tf.tasks.race.finetune", RECIPES, ...)
+    if __name__ == "__main__":
+        main(CLI)
+
+Every CLI gets the task's settings as flags (`_config_flags`), `--do_train` / `--do_eval` /
+`--do_predict` as the task has them, `--recipe` (explicit flags win), the original TPU flags,
+`--strategy` and `--mixed_precision`, the original `--vocab_file` (unused: SentencePiece) and
+`--albert_hub_module_handle` (refused: TF1 hub.Module), and `_cli.run_task`'s one-line errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Mapping
+
+from absl import app, flags, logging
+
+from pipelines import _cli, _config_flags, _distribution_flags
+
+FLAGS = flags.FLAGS
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneCli:
+    """What one fine-tuning CLI is made of.
+
+    Args:
+      config_class: the task's settings dataclass; each setting is a flag.
+      task_module: the module whose `run(config, *phases, strategy=...)` runs the job (imported
+        in main: it loads TensorFlow).
+      recipes: {recipe name: {flag: value}} for `--recipe`.
+      phases: {flag: (default, help)} of the job's phases, in `run`'s argument order.
+      required: flags without which the job cannot start.
+      given: fields of `config_class` this CLI sets itself (SQuAD's `version`).
+      skip: settings this CLI has no flag for (those of another version).
+      ignored: original flags accepted without effect (logged when given).
+      after_recipe: adjusts the flags once the recipe is applied, before the config is built.
+      recipe_help: the help of `--recipe`.
+      recipe_case_sensitive: whether `--recipe` names are matched case-sensitively.
+
+    Example:
+      FinetuneCli(RaceConfig, "albert_tf.tasks.race.finetune", RECIPES,
+                  {"do_train": (True, "Fine-tune.")}, required=("data_dir",))
+    """
+
+    config_class: type
+    task_module: str
+    recipes: Mapping[str, Mapping[str, object]]
+    phases: Mapping[str, tuple[bool, str]]
+    required: tuple[str, ...] = ()
+    given: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    skip: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = _distribution_flags.IGNORED_ORIGINAL_FLAGS
+    after_recipe: Callable[[flags.FlagValues], None] | None = None
+    recipe_help: str = "Apply the original release's recipe; flags given explicitly win."
+    recipe_case_sensitive: bool = True
+
+
+def define_flags(cli: FinetuneCli) -> None:
+    """Defines every flag of `cli` (before absl parses the command line)."""
+    _config_flags.define_flags(cli.config_class, skip=cli.skip)
+    for name, (default, help_text) in cli.phases.items():
+        flags.DEFINE_bool(name, default, help_text)
+    flags.DEFINE_string("vocab_file", None, "Accepted for compatibility; unused (SentencePiece).")
+    flags.DEFINE_string(
+        "albert_hub_module_handle",
+        None,
+        "Not supported (TF1 hub.Module); accepted empty, as run_glue.sh passes it. Use "
+        "--init_checkpoint.",
+    )
+    flags.DEFINE_enum(
+        "recipe",
+        None,
+        sorted(cli.recipes),
+        cli.recipe_help,
+        case_sensitive=cli.recipe_case_sensitive,
+    )
+    _distribution_flags.define_tpu_and_distribution_flags()
+    flags.mark_flags_as_required(list(cli.required))
+
+
+def _check_flags(cli: FinetuneCli, argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    if FLAGS.albert_hub_module_handle:
+        raise app.UsageError(
+            "--albert_hub_module_handle (TF1 hub.Module) is not supported; pass the "
+            "checkpoint as --init_checkpoint"
+        )
+
+
+def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
+    """The CLI's main(argv)."""
+
+    def main(argv: list[str]) -> None:
+        if FLAGS.recipe is not None:
+            _config_flags.apply_recipe(cli.recipes[FLAGS.recipe])
+        if cli.after_recipe is not None:
+            cli.after_recipe(FLAGS)
+        _check_flags(cli, argv)
+        _distribution_flags.note_ignored_flags(cli.ignored)
+        config = _config_flags.config_from_flags(cli.config_class, **cli.given)
+        _config_flags.check_output_paths(config)
+        logging.info("Fine-tuning config: %s", config)
+        task = importlib.import_module(cli.task_module)
+        summary = task.run(
+            config,
+            *(FLAGS[phase].value for phase in cli.phases),
+            strategy=_distribution_flags.strategy_from_flags(),
+        )
+        if "eval" in summary:
+            for which in ("final", "best"):
+                entry = summary["eval"][which]
+                logging.info("%s checkpoint (step %d): %s", which, entry["step"], entry["metrics"])
+
+    return main
+
+
+def main(cli: FinetuneCli) -> None:
+    """Defines the CLI's flags and runs it (`_cli.run_task`)."""
+    define_flags(cli)
+    _cli.run_task(main_for(cli), tensorflow=True)
