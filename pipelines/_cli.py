@@ -197,17 +197,21 @@ def list_helper_flags_in_help(flag_values: flags.FlagValues = flags.FLAGS) -> No
                 flag_values.register_key_flag_for_module(sys.argv[0], flag)
 
 
-def run_task(main: Callable[[list[str]], object], *, tensorflow: bool = False) -> None:
+def run_task(
+    main: Callable[[list[str]], object], *, tensorflow: bool = False, bad_input: str | None = None
+) -> None:
     """The one entry point of every CLI: `run(main)` where SIGTERM / SIGINT stop the job cleanly
     and every known failure, bad input, full disk or missing permission ends as one line and a
     non-zero exit status (`_failures`), those met while TensorFlow loads (with `tensorflow`)
-    included."""
+    included. `bad_input` labels the bad-input line in place of the error's type."""
     list_helper_flags_in_help()
     _failures.stop_on_signals()
     _failures.exit_on_failure(
         lambda: run(
-            lambda argv: _failures.exit_on_failure(lambda: main(argv)), tensorflow=tensorflow
-        )
+            lambda argv: _failures.exit_on_failure(lambda: main(argv), bad_input),
+            tensorflow=tensorflow,
+        ),
+        bad_input,
     )
 
 

@@ -171,9 +171,20 @@ def _expected(error: BaseException) -> bool:
     )
 
 
-def describe(error: BaseException) -> tuple[str, int] | None:
+def describe(error: BaseException, bad_input: str | None = None) -> tuple[str, int] | None:
     """(one line, exit status) for an error that ends a job without a traceback; None for one
-    that is a bug."""
+    that is a bug. Notes the library added to `error` (what became of a job's temporary files)
+    follow in parentheses. `bad_input` labels bad input in place of the error's type (the export
+    CLI's `export failed: ...`)."""
+    line, status = _line(error, bad_input) or (None, None)
+    if line is None:
+        return None
+    if notes := getattr(error, "__notes__", None):
+        line = f"{line} ({'; '.join(' '.join(str(n).split()) for n in notes)})"
+    return line, status
+
+
+def _line(error: BaseException, bad_input: str | None) -> tuple[str, int] | None:
     if isinstance(error, (Interrupted, KeyboardInterrupt)):
         signum = getattr(error, "signum", signal.SIGINT)
         return f"Interrupted: stopped by {signal.Signals(signum).name}", 128 + signum
@@ -186,16 +197,16 @@ def describe(error: BaseException) -> tuple[str, int] | None:
         message = " ".join(str(error).split())
         if type(error).__module__.startswith("tensorflow"):
             message = re.sub(r"^\{\{function_node [^}]*\}\} ", "", message)
-        return f"{type(error).__name__}: {message}", 1
+        return f"{bad_input or type(error).__name__}: {message}", 1
     return None
 
 
-def exit_on_failure(job: Callable[[], object]):
+def exit_on_failure(job: Callable[[], object], bad_input: str | None = None):
     """Runs `job()`; what `describe` knows is logged as one line and exits with its status."""
     try:
         return job()
     except BaseException as error:
-        if isinstance(error, SystemExit) or (found := describe(error)) is None:
+        if isinstance(error, SystemExit) or (found := describe(error, bad_input)) is None:
             raise
         line, status = found
         if resource := resource_error(error):

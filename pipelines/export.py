@@ -25,7 +25,6 @@ write (status 1), and on SIGINT / SIGTERM (status 130 / 143). With --head=squad_
 """
 
 import pathlib
-import signal
 import sys
 
 sys.path.insert(
@@ -136,77 +135,61 @@ flags.DEFINE_integer("end_n_top", 5, "SQuAD v2.0 from --tf1_checkpoint: ends kep
 flags.mark_flag_as_required("output_dir")
 
 
-def _stop(signum, frame):
-    """SIGTERM stops the export as Ctrl-C does: its staging directory is cleaned up on the way."""
-    del frame
-    signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
-    raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
 def main(argv):
     del argv
-    from albert_tf.export import ExportConfig, ParityError, export_model, load_serving_head
+    from albert_tf.export import ExportConfig, export_model, load_serving_head
     from albert_tf.export.app_metadata import default_max_seq_length, settings_beside
     from albert_tf.export.qa_text import QA_HEADS, QaSettings
 
-    signal.signal(signal.SIGTERM, _stop)
     if bool(FLAGS.keras_model) == bool(FLAGS.tf1_checkpoint):
         raise app.UsageError("give exactly one of --keras_model or --tf1_checkpoint")
-    try:
-        head = load_serving_head(
-            FLAGS.head,
-            FLAGS.keras_model,
-            FLAGS.tf1_checkpoint,
-            FLAGS.albert_config_file,
-            model_options={"start_n_top": FLAGS.start_n_top, "end_n_top": FLAGS.end_n_top},
+    head = load_serving_head(
+        FLAGS.head,
+        FLAGS.keras_model,
+        FLAGS.tf1_checkpoint,
+        FLAGS.albert_config_file,
+        model_options={"start_n_top": FLAGS.start_n_top, "end_n_top": FLAGS.end_n_top},
+    )
+    qa = None
+    if FLAGS.head in QA_HEADS:
+        qa = QaSettings(
+            doc_stride=FLAGS.doc_stride,
+            max_query_length=FLAGS.max_query_length,
+            n_best_size=FLAGS.n_best_size,
+            max_answer_length=FLAGS.max_answer_length,
+            null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+            verification_file=FLAGS.qa_verification_file,
+            max_context_bytes=FLAGS.max_context_bytes,
         )
-        qa = None
-        if FLAGS.head in QA_HEADS:
-            qa = QaSettings(
-                doc_stride=FLAGS.doc_stride,
-                max_query_length=FLAGS.max_query_length,
-                n_best_size=FLAGS.n_best_size,
-                max_answer_length=FLAGS.max_answer_length,
-                null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-                verification_file=FLAGS.qa_verification_file,
-                max_context_bytes=FLAGS.max_context_bytes,
-            )
-        report = export_model(
-            head,
-            ExportConfig(
-                output_dir=FLAGS.output_dir,
-                model_name=FLAGS.model_name,
-                version=FLAGS.version,
-                max_seq_length=default_max_seq_length(
-                    head,
-                    FLAGS.tflite_metadata,
-                    FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None,
-                    FLAGS.max_seq_length,
-                ),
-                max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-                formats=tuple(FLAGS.formats),
-                spm_model_file=FLAGS.spm_model_file,
-                do_lower_case=FLAGS.do_lower_case,
-                representative_data=FLAGS.representative_data,
-                num_verification_examples=FLAGS.num_verification_examples,
-                num_calibration_examples=FLAGS.num_calibration_examples,
-                latency_runs=FLAGS.latency_runs,
-                qa=qa,
-                app_metadata=settings_beside(
-                    FLAGS.keras_model if FLAGS.head == "classifier" else None, FLAGS.tflite_metadata
-                ),
+    report = export_model(
+        head,
+        ExportConfig(
+            output_dir=FLAGS.output_dir,
+            model_name=FLAGS.model_name,
+            version=FLAGS.version,
+            max_seq_length=default_max_seq_length(
+                head,
+                FLAGS.tflite_metadata,
+                FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None,
+                FLAGS.max_seq_length,
             ),
-        )
-    except (ValueError, OSError, ParityError) as e:  # bad input, refused, or storage: no traceback
-        raise SystemExit(f"export failed: {e}") from None
-    except KeyboardInterrupt as e:  # SIGINT, or SIGTERM (`_stop`)
-        name = e.args[0] if e.args else "SIGINT"
-        outcome = "; ".join(getattr(e, "__notes__", [])) or "stopped before anything was written"
-        sys.stderr.write(f"export interrupted by {name}: {outcome}\n")
-        sys.exit(128 + signal.Signals[name].value)
+            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+            formats=tuple(FLAGS.formats),
+            spm_model_file=FLAGS.spm_model_file,
+            do_lower_case=FLAGS.do_lower_case,
+            representative_data=FLAGS.representative_data,
+            num_verification_examples=FLAGS.num_verification_examples,
+            num_calibration_examples=FLAGS.num_calibration_examples,
+            latency_runs=FLAGS.latency_runs,
+            qa=qa,
+            app_metadata=settings_beside(
+                FLAGS.keras_model if FLAGS.head == "classifier" else None, FLAGS.tflite_metadata
+            ),
+        ),
+    )
     for key, artifact in sorted(report["artifacts"].items()):
         logging.info("%s: %s (%d bytes)", key, artifact["path"], artifact["size_bytes"])
 
 
 if __name__ == "__main__":
-    _cli.run(main, tensorflow=True)
+    _cli.run_task(main, tensorflow=True, bad_input="export failed")

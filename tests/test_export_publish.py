@@ -2,22 +2,18 @@
 a stopped export left is finished or removed by the next one, which says so; a full disk, a
 refused write and SIGTERM end in one line with nothing half-written under a final name."""
 
-import dataclasses
-import errno
 import json
 import logging
 import os
 import pathlib
-import shlex
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
-import tensorflow as tf
 
 from albert_tf.export import publish
+from tests import hostile
 from tests.conftest import ORIGINAL_CHECKPOINTS, REPO_ROOT
 
 SHARED = ORIGINAL_CHECKPOINTS / "albert_tiny_shared"
@@ -173,28 +169,6 @@ def test_output_paths_of_the_wrong_kind_are_refused(tmp_path):
         publish.check_output_paths(str(tmp_path), [], str(tmp_path / "r.json"))
 
 
-def test_storage_errors_read_as_one_line_naming_the_path():
-    full = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "/out/.export-m-1-x/a.tflite")
-    error = publish.storage_error(full, "nothing was written")
-    assert isinstance(error, OSError) and error.errno == errno.ENOSPC
-    assert (
-        str(error)
-        == "no space left on device writing /out/.export-m-1-x/a.tflite: nothing was written"
-    )
-    tf_error = tf.errors.ResourceExhaustedError(
-        None, None, "/out/.export-m-1-x/variables/v.data-00000-of-00001; No space left on device"
-    )
-    assert str(publish.storage_error(tf_error, "gone")) == (
-        "no space left on device writing /out/.export-m-1-x/variables/v.data-00000-of-00001: gone"
-    )
-    denied = PermissionError(errno.EACCES, "Permission denied", "/out/.export-m-1-y")
-    assert (
-        str(publish.storage_error(denied, "x")) == "permission denied writing /out/.export-m-1-y: x"
-    )
-    assert publish.storage_error(FileNotFoundError(errno.ENOENT, "gone", "/x"), "x") is None
-    assert publish.storage_error(tf.errors.InvalidArgumentError(None, None, "bad"), "x") is None
-
-
 # The export CLI on the original code's tiny checkpoint: seconds of work.
 EXPORT_FLAGS = {
     "tf1_checkpoint": SHARED,
@@ -213,74 +187,33 @@ def export_cli(out, **flags):
     return [sys.executable, script, *(f"--{name}={value}" for name, value in flags.items())]
 
 
-CLI_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
-
-
-def one_line_failure(stderr: str) -> str:
-    """The last line of stderr, after checking that no traceback came before it."""
-    assert "Traceback" not in stderr, stderr[-3000:]
-    return stderr.strip().splitlines()[-1]
-
-
-def mount_namespace() -> list[str] | None:
-    """How to run a child in a mount namespace of its own, where it may mount a tmpfs: `unshare -m`
-    as root, with a user namespace (`-r`) otherwise; None where neither is allowed."""
-    for unshare in (["unshare", "-m"], ["unshare", "-r", "-m"]):
-        probe = ["sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt"]
-        if subprocess.run([*unshare, *probe], capture_output=True).returncode == 0:
-            return unshare
-    return None
-
-
 def test_a_full_disk_ends_in_one_line_with_nothing_left_behind(tmp_path):
-    """On a real filesystem that fills (a 1.5 MB tmpfs of the child's own): the ids SavedModel
-    fits and passes, the TFLite source model does not."""
-    unshare = mount_namespace()
-    if unshare is None:
-        pytest.skip("no mount namespace here (unshare) for a small filesystem that fills")
-    small = tmp_path / "small"
-    small.mkdir()
+    """On a filesystem that fills (`tests/hostile.py`: a 1.5 MB tmpfs of the child's own): the
+    ids SavedModel fits and passes, the TFLite source model does not."""
+    small, keep = tmp_path / "small", tmp_path / "left"
     out = small / "out"
-    script = (
-        f"mount -t tmpfs -o size=1500k tmpfs {small} && {shlex.join(export_cli(out))}; "
-        f"status=$?; ls -A {small}; exit $status"
-    )
-    run = subprocess.run(
-        [*unshare, "sh", "-c", script], capture_output=True, text=True, cwd=REPO_ROOT, env=CLI_ENV
-    )
+    run = hostile.run_on_small_filesystem(export_cli(out), small, 1500 * 1024, keep)
     assert run.returncode == 1, run.stderr[-3000:]
-    line = one_line_failure(run.stderr)
-    assert line.startswith(
-        f"export failed: no space left on device writing {out}/.export-albert-1-"
-    )
-    assert line.endswith(f": nothing was written under a final name in {out}")
+    line = hostile.assert_one_line_ending(run.stderr, *hostile.full_disk_labels())
+    assert line.startswith(f"{hostile.full_disk_labels()[0]}: {out}/.export-albert-1-")
+    assert line.endswith(f"(nothing was written under a final name in {out})")
     assert "Building the ids SavedModel" in run.stderr and "Converting tflite_fp32" in run.stderr
-    assert run.stdout.split() == []  # the staging directory and the output directory are gone
+    assert list(keep.iterdir()) == []  # the staging directory and the output directory are gone
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_ends_in_one_line_and_removes_the_staging_directory(stop, tmp_path):
     out = tmp_path / "out"
-    job = subprocess.Popen(
+    status, output, _ = hostile.interrupt_when(
         export_cli(out, formats="saved_model,tflite_fp32,tflite_fp16"),
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO_ROOT,
-        env=CLI_ENV,
-        # A job started in the background inherits SIGINT ignored; a terminal's would not be.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        lambda: bool(list(out.glob(".export-albert-1-*/saved_model"))),  # mid-way through
+        stop,
+        tmp_path / "log",
     )
-    try:
-        while not list(out.glob(".export-albert-1-*/saved_model")):  # mid-way through the build
-            assert job.poll() is None, job.stderr.read()[-3000:]
-            time.sleep(0.05)
-        job.send_signal(stop)
-        _, stderr = job.communicate(timeout=600)
-    finally:
-        job.kill()
-    assert job.returncode == 128 + stop
-    assert one_line_failure(stderr) == (
-        f"export interrupted by {stop.name}: nothing was written under a final name in {out}"
+    assert status == 128 + stop
+    line = hostile.assert_one_line_ending(output)
+    assert line == (
+        f"Interrupted: stopped by {stop.name} (nothing was written under a final name in {out})"
     )
     assert not out.exists()
 
@@ -288,94 +221,10 @@ def test_a_signal_ends_in_one_line_and_removes_the_staging_directory(stop, tmp_p
 def test_an_output_directory_it_may_not_write_is_one_line_before_any_work(tmp_path):
     out = tmp_path / "read_only"
     out.mkdir()
-    out.chmod(0o555)
-    command = export_cli(out)
-    if os.geteuid() == 0:  # root writes anywhere; in a user namespace of its own it may not
-        if subprocess.run(["unshare", "-U", "true"]).returncode != 0:
-            pytest.skip("root, and no user namespace here (unshare -U) to be refused a write")
-        command = ["unshare", "-U", *command]
-    run = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, env=CLI_ENV)
+    run = hostile.run_with_read_only(export_cli(out), out)
     assert run.returncode == 1, run.stderr[-3000:]
-    line = one_line_failure(run.stderr)
-    assert line.startswith(f"export failed: permission denied writing {out}/.export-albert-1-")
-    assert line.endswith(f": nothing was written in {out}")
+    line = hostile.assert_one_line_ending(run.stderr)
+    assert line.startswith(f"PermissionDenied: {out}/.export-albert-1-")
+    assert line.endswith(f"(nothing was written in {out})")
     assert "Verifying on" not in run.stderr  # refused before any work
     assert list(out.iterdir()) == []
-
-
-# A real export, SIGKILLed between publishing its ids SavedModel and its TFLite directory.
-_KILLED_WHILE_PUBLISHING = """
-import os, signal, sys
-from albert_tf.export import ExportConfig, export_model, load_serving_head
-shared, out = sys.argv[1:]
-rename = os.rename
-def rename_or_die(source, target):
-    if target.endswith(os.path.join("albert_tflite", "1")):
-        os.kill(os.getpid(), signal.SIGKILL)
-    rename(source, target)
-os.rename = rename_or_die
-head = load_serving_head(
-    "pretrainer", tf1_checkpoint=shared, albert_config_file=os.path.join(shared, "albert_config.json")
-)
-export_model(head, ExportConfig(output_dir=out, max_seq_length=16, latency_runs=2,
-                                num_verification_examples=16))
-"""
-
-
-def test_a_real_export_killed_while_publishing_is_finished_by_the_next_one(tmp_path, caplog):
-    from albert_tf.export import ExportConfig, export_model, load_serving_head
-
-    out = tmp_path / "out"
-    killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_WHILE_PUBLISHING, str(SHARED), str(out)],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        env=CLI_ENV,
-    )
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    assert (out / "albert" / "1" / "saved_model.pb").is_file()
-    assert not (out / "albert_tflite" / "1").exists()
-    assert not (out / "export_report_albert_1.json").exists()
-    head = load_serving_head(
-        "pretrainer",
-        tf1_checkpoint=str(SHARED),
-        albert_config_file=str(SHARED / "albert_config.json"),
-    )
-    config = ExportConfig(
-        output_dir=str(out),
-        max_seq_length=16,
-        latency_runs=2,
-        num_verification_examples=16,
-        formats=("tflite_fp32",),
-    )
-    # Output paths of the wrong kind are refused before any work, the leftover still there.
-    (tmp_path / "file").write_text("x")
-    (tmp_path / "m_tflite").write_text("x")
-    for bad, message in (
-        (dict(output_dir=str(tmp_path / "file")), "is a file, where output_dir needs a directory"),
-        (dict(model_name="m", output_dir=str(tmp_path)), "m_tflite is a file, where a model"),
-    ):
-        with pytest.raises(NotADirectoryError, match=message):
-            export_model(head, dataclasses.replace(config, **bad))
-    assert len(list(out.glob(".export-albert-1-*"))) == 1
-    caplog.set_level(logging.WARNING)
-    report = export_model(head, dataclasses.replace(config, version=2))
-    assert (
-        "Finished publishing albert version 1, which a stopped export had committed" in caplog.text
-    )
-    assert sorted(p.name for p in out.iterdir()) == [
-        "albert",
-        "albert_tflite",
-        "export_report_albert_1.json",
-        "export_report_albert_2.json",
-    ]
-    first = json.loads((out / "export_report_albert_1.json").read_text())
-    for key in ("saved_model", "tflite_fp32"):
-        assert first["artifacts"][key]["failures"] == []
-        assert os.path.exists(first["artifacts"][key]["path"]), key
-    assert report["artifacts"]["tflite_fp32"]["path"] == str(
-        out / "albert_tflite" / "2" / "albert_fp32.tflite"
-    )
-    with pytest.raises(FileExistsError, match="already exported"):
-        export_model(head, config)

@@ -208,12 +208,8 @@ def _build(job: formats.ExportJob, specs, staging: publish.Staging, places: dict
 
 
 def _raise_one_line(error: BaseException, outcome: str):
-    """Raises `error` with `outcome` (what became of the staging directory): as one line naming
-    the path if the output filesystem refused a write (`publish.storage_error`), else as it is,
-    with `outcome` as a note."""
-    storage = publish.storage_error(error, outcome)
-    if storage is not None:
-        raise storage from None
+    """Raises `error` with `outcome` (what became of the staging directory) as a note, which the
+    CLI's one-line ending shows beside what ran out or went wrong (`pipelines/_failures.py`)."""
     error.add_note(outcome)
     raise error
 
@@ -222,9 +218,9 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
     """Export `head` as `config` asks; returns the report (also written as json).
 
     Raises ValueError on bad settings and OSError on output paths of the wrong kind or a version
-    already exported before writing anything; `publish.StorageError` (one line naming the path)
-    when the output filesystem is full or refuses a write, `ParityError` (after publishing
-    everything that passed, and the report) when some artifacts failed verification.
+    already exported before writing anything; the OSError of a full or refusing output
+    filesystem, with a note saying what became of the staging directory; `ParityError` (after
+    publishing everything that passed, and the report) when some artifacts failed verification.
     """
     config.validate(head.config)
     specs = [formats.REGISTRY[name] for name in dict.fromkeys(config.formats)]

@@ -35,41 +35,8 @@ from absl import logging
 from albert_tf.io import write_json
 
 PUBLISH = "publish"  # the staging directory's subdirectory holding the version in its final layout
-# What the filesystem ran out of, or refused, by errno: an export stops on these with one line.
-STORAGE_ERRNOS = {
-    errno.ENOSPC: "no space left on device",
-    errno.EDQUOT: "disk quota exceeded",
-    errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted",
-    errno.EROFS: "read-only file system",
-}
+# What flock answers on a filesystem that cannot lock: the export then runs unlocked.
 _UNLOCKABLE = (errno.ENOLCK, errno.EOPNOTSUPP, errno.EBADF, errno.EINVAL)
-
-
-class StorageError(OSError):
-    """The output filesystem refused the export a write (full, quota, permissions)."""
-
-
-def storage_error(error: BaseException, outcome: str) -> StorageError | None:
-    """`error` as one line naming the path and what ran out (or was refused), and `outcome` (what
-    became of the staging directory), if it is such an error: an `OSError` of `STORAGE_ERRNOS`, or
-    TensorFlow's error for one (its message carries the system's text); None otherwise."""
-    code = getattr(error, "errno", None) if isinstance(error, OSError) else None
-    path = getattr(error, "filename", None) if code else None
-    if code not in STORAGE_ERRNOS:
-        if not type(error).__module__.startswith("tensorflow"):
-            return None
-        message = str(error)
-        code = next((c for c in STORAGE_ERRNOS if os.strerror(c) in message), None)
-        if code is None:
-            return None
-        # TensorFlow's file errors read `<path>; <strerror>` (or `... <path>: <strerror>`).
-        found = re.search(rf"(\S+?)[;:]? {re.escape(os.strerror(code))}", message)
-        path = found.group(1) if found else None
-    where = f" writing {path}" if path else ""
-    storage = StorageError(f"{STORAGE_ERRNOS[code]}{where}: {outcome}")
-    storage.errno = code
-    return storage
 
 
 def _lock(fd: int, blocking: bool) -> bool:
