@@ -60,7 +60,7 @@ CLI = FinetuneCli(
             "test_results.tsv and the GLUE submission file.",
         ),
     },
-    required=("data_dir", "spm_model_file", "output_dir"),
+    required=("data_dir", "output_dir"),
     ignored=(*_distribution_flags.IGNORED_ORIGINAL_FLAGS, "cached_dir", "keep_checkpoint_max"),
     after_recipe=_task_from_recipe,
     recipe_help="Apply run_glue.sh's hyper-parameters for this task; flags given explicitly on "

@@ -41,7 +41,7 @@ CLI = FinetuneCli(
         ),
         "do_predict": (False, "Score and answer the test split with the best checkpoint."),
     },
-    required=("data_dir", "spm_model_file", "output_dir"),
+    required=("data_dir", "output_dir"),
     ignored=(*_distribution_flags.IGNORED_ORIGINAL_FLAGS, "num_keep_checkpoint"),
     recipe_help="Apply the original release's RACE recipe; flags given explicitly win.",
 )

@@ -48,7 +48,7 @@ def squad_cli(version: str) -> FinetuneCli:
                 "Predict --predict_file (scoring every checkpoint when it has answers).",
             ),
         },
-        required=("spm_model_file", "output_dir"),
+        required=("output_dir",),
         given={"version": version},
         skip=V2_ONLY if version == "v1" else (),
         after_recipe=check_recipe,
