@@ -59,7 +59,9 @@ def main(argv):
         demo_pipeline.run()
         return
     for name in REQUIRED:
-        if not FLAGS[name].value and not (name == "albert_config_file" and FLAGS.hf_model):
+        if name == "albert_config_file" and FLAGS.hf_model:
+            continue  # the folder's config.json
+        if not FLAGS[name].value:
             raise app.UsageError(f"--{name} is required (or give no flags at all for the demo)")
     for name in ("init_from_group0", "masked_lm_budget"):
         if FLAGS[name].value:

@@ -12,6 +12,8 @@ wins over the recipe. --strategy (or the original --use_tpu / --tpu_name) picks 
 --mixed_precision its precision. Outputs in --output_dir: `model.ckpt-<step>` (TF1 names),
 `eval_results.json` (final and best checkpoint), `model.ckpt-best`, `test_results.tsv` and the
 GLUE submission file. Running the same command again resumes training from the last checkpoint.
+--hf_model=DIR starts from a Hugging Face transformers folder instead of --init_checkpoint (its
+config.json and spiece.model stand in for --albert_config_file and --spm_model_file).
 (`pipelines/finetune.py` is the same CLI.)
 """
 

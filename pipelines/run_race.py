@@ -12,6 +12,8 @@ default to true. Outputs in --output_dir: `model.ckpt-<step>` (TF1 names), `eval
 and with --do_predict the test split's `predict_results.txt` and `test_predictions.tsv`.
 Without --do_train, --init_checkpoint itself is evaluated and predicted (else the checkpoints of
 --output_dir). Running the same command again resumes training from the last checkpoint.
+--hf_model=DIR starts from a Hugging Face transformers folder instead of --init_checkpoint (its
+config.json and spiece.model stand in for --albert_config_file and --spm_model_file).
 """
 
 import pathlib
