@@ -343,3 +343,29 @@ def test_a_masked_lm_folder_leaves_the_sop_head_fresh_and_says_so(tmp_path, capl
     for name, value in loaded.items():
         from_folder = not name.startswith(("cls/seq_relationship", "bert/pooler"))
         np.testing.assert_array_equal(value, (reference if from_folder else fresh)[name], name)
+
+
+def test_a_classifier_naming_the_task_labels_in_another_order_is_reordered(tmp_path, spiece):
+    from albert_tf.tasks.glue.finetune import GlueFinetuneTask
+
+    folder = two_label_classifier(tmp_path, spiece)
+    values = json.loads((folder / "config.json").read_text())
+    values["id2label"] = {"0": "Not_Entailment", "1": "entailment"}  # RTE's labels, swapped
+    (folder / "config.json").write_text(json.dumps(values))
+    stored = load_file(folder / "model.safetensors")
+    task = GlueFinetuneTask(FinetuneConfig("rte", "d", str(tmp_path), "s"))
+    for load in (task.initialize, task.load):
+        model = task.build_model(load_hf_config(folder))
+        load(model, str(folder))
+        head = model.get_layer("classifier")
+        np.testing.assert_array_equal(
+            head.output_weights.numpy(), stored["classifier.weight"][::-1]
+        )
+        np.testing.assert_array_equal(head.output_bias.numpy(), stored["classifier.bias"][::-1])
+    values["id2label"] = {"0": "entailment", "1": "not_entailment"}  # the task's order: as it is
+    (folder / "config.json").write_text(json.dumps(values))
+    model = task.build_model(load_hf_config(folder))
+    assert task.initialize(model, str(folder)) is True
+    np.testing.assert_array_equal(
+        model.get_layer("classifier").output_weights.numpy(), stored["classifier.weight"]
+    )

@@ -37,18 +37,18 @@ class TaskBase:
             )
         return self._tokenizer
 
-    def initialize(self, model: keras.Model, checkpoint: str) -> None:
+    def initialize(self, model: keras.Model, checkpoint: str) -> bool:
         """Pretrained backbone (TF1, `.keras` or a transformers folder), and the head when the
-        checkpoint holds it with the task's shapes."""
-        if is_hf_folder(checkpoint):
-            head_loaded = initialize_from_hf(model, checkpoint)
-            logging.info(
-                "Initialised the backbone%s from %s",
-                " and head" if head_loaded else " (the head: fresh)",
-                checkpoint,
-            )
-        else:
-            initialize_task_model(model, checkpoint)
+        checkpoint holds it with the task's shapes; returns whether it did."""
+        if not is_hf_folder(checkpoint):
+            return initialize_task_model(model, checkpoint)
+        head_loaded = initialize_from_hf(model, checkpoint)
+        logging.info(
+            "Initialised the backbone%s from %s",
+            " and head" if head_loaded else " (the head: fresh)",
+            checkpoint,
+        )
+        return head_loaded
 
     def load(self, model: keras.Model, checkpoint: str) -> None:
         """Every weight, head included, from a TF1-named checkpoint (ours or the original's) or
