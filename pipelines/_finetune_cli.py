@@ -73,7 +73,7 @@ def define_flags(cli: FinetuneCli) -> None:
         "albert_hub_module_handle",
         None,
         "Not supported (TF1 hub.Module); accepted empty, as run_glue.sh passes it. Use "
-        "--init_checkpoint.",
+        "--init_checkpoint, or --hf_model for a Hugging Face Hub model.",
     )
     flags.DEFINE_enum(
         "recipe",

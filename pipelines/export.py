@@ -8,6 +8,8 @@
 
   python pipelines/export.py --keras_model=sst2.keras --head=classifier ...   (a classifier)
 
+  python pipelines/export.py --hf_model=albert-base-v2-squad2 --head=squad_v1 ...   (a Hub model)
+
   python pipelines/export.py --head=squad_v2 --tf1_checkpoint=squad2/model.ckpt-best \
       --albert_config_file=albert_base/albert_config.json \
       --spm_model_file=albert_base/30k-clean.model --max_seq_length=384 --doc_stride=128 \
@@ -49,6 +51,16 @@ flags.DEFINE_string(
     "An original TF1 pretraining checkpoint (prefix or directory); needs --albert_config_file. "
     "With --head=squad_v1, squad_v2 or race: a fine-tuned checkpoint of that task (run_squad_v1, "
     "run_squad_v2, run_race), head included.",
+)
+flags.DEFINE_string(
+    "hf_model",
+    None,
+    "A Hugging Face transformers ALBERT folder (config.json + model.safetensors, e.g. a Hub "
+    "model) of the class --head serves: AlbertForPreTraining or AlbertForMaskedLM (pretrainer), "
+    "AlbertForSequenceClassification (classifier, its id2label the TFLite labels), "
+    "AlbertForQuestionAnswering (squad_v1), AlbertForMultipleChoice (race). Its spiece.model is "
+    "the SentencePiece model unless --spm_model_file is given, the do_lower_case of its "
+    "tokenizer_config.json, if any, the casing.",
 )
 flags.DEFINE_string("albert_config_file", None, "The `albert_config.json` of --tf1_checkpoint.")
 flags.DEFINE_string(
@@ -138,18 +150,36 @@ flags.mark_flag_as_required("output_dir")
 def main(argv):
     del argv
     from albert_tf.export import ExportConfig, export_model, load_serving_head
-    from albert_tf.export.app_metadata import default_max_seq_length, settings_beside
+    from albert_tf.export.app_metadata import (
+        default_max_seq_length,
+        settings_beside,
+        settings_of_hf,
+    )
     from albert_tf.export.qa_text import QA_HEADS, QaSettings
 
-    if bool(FLAGS.keras_model) == bool(FLAGS.tf1_checkpoint):
-        raise app.UsageError("give exactly one of --keras_model or --tf1_checkpoint")
+    sources = (FLAGS.keras_model, FLAGS.tf1_checkpoint, FLAGS.hf_model)
+    if sum(map(bool, sources)) != 1:
+        raise app.UsageError("give exactly one of --keras_model, --tf1_checkpoint or --hf_model")
     head = load_serving_head(
         FLAGS.head,
         FLAGS.keras_model,
         FLAGS.tf1_checkpoint,
         FLAGS.albert_config_file,
         model_options={"start_n_top": FLAGS.start_n_top, "end_n_top": FLAGS.end_n_top},
+        hf_model=FLAGS.hf_model,
     )
+    spm_model_file, do_lower_case = FLAGS.spm_model_file, FLAGS.do_lower_case
+    if FLAGS.hf_model:
+        from albert_tf.checkpoints.hf import resolve_do_lower_case, resolve_spm_model_file
+
+        spm_model_file = resolve_spm_model_file(spm_model_file, FLAGS.hf_model)
+        do_lower_case = resolve_do_lower_case(do_lower_case, FLAGS.hf_model)
+    if FLAGS.hf_model and FLAGS.head == "classifier":
+        app_metadata = settings_of_hf(head.config, FLAGS.tflite_metadata)
+    else:
+        app_metadata = settings_beside(
+            FLAGS.keras_model if FLAGS.head == "classifier" else None, FLAGS.tflite_metadata
+        )
     qa = None
     if FLAGS.head in QA_HEADS:
         qa = QaSettings(
@@ -175,16 +205,14 @@ def main(argv):
             ),
             max_predictions_per_seq=FLAGS.max_predictions_per_seq,
             formats=tuple(FLAGS.formats),
-            spm_model_file=FLAGS.spm_model_file,
-            do_lower_case=FLAGS.do_lower_case,
+            spm_model_file=spm_model_file,
+            do_lower_case=do_lower_case,
             representative_data=FLAGS.representative_data,
             num_verification_examples=FLAGS.num_verification_examples,
             num_calibration_examples=FLAGS.num_calibration_examples,
             latency_runs=FLAGS.latency_runs,
             qa=qa,
-            app_metadata=settings_beside(
-                FLAGS.keras_model if FLAGS.head == "classifier" else None, FLAGS.tflite_metadata
-            ),
+            app_metadata=app_metadata,
         ),
     )
     for key, artifact in sorted(report["artifacts"].items()):

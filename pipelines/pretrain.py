@@ -4,6 +4,8 @@
                                                    # bundled sample corpus (see README)
   python pipelines/pretrain.py --input_file=data/*.tfrecord --output_dir=runs/base \
       --albert_config_file=albert_config.json --tpu=my-tpu --train_batch_size=4096
+  python pipelines/pretrain.py --input_file=data/*.tfrecord --output_dir=runs/more \
+      --hf_model=albert-base-v2 ...          # go on from a Hugging Face transformers folder
 
 Running the same command again resumes from the last checkpoint in --output_dir.
 """
@@ -26,7 +28,11 @@ FLAGS = flags.FLAGS
 # The original run_pretraining.py flags (same names and defaults) and ours, from the settings;
 # then the model's config and the TPU and distribution flags.
 _config_flags.define_flags(PretrainingOptions)
-flags.DEFINE_string("albert_config_file", None, "The albert_config.json of the model to train.")
+flags.DEFINE_string(
+    "albert_config_file",
+    None,
+    "The albert_config.json of the model to train (default with --hf_model: its config.json).",
+)
 flags.DEFINE_string("tpu", None, "TPU to train on: name, grpc:// address or 'local'.")
 _distribution_flags.define_tpu_and_distribution_flags()
 # The original's other two flags, refused unless left at their defaults.
@@ -47,12 +53,14 @@ REQUIRED = ("input_file", "output_dir", "albert_config_file")
 
 def main(argv):
     del argv
-    if all(FLAGS[name].value is None for name in REQUIRED):
+    if all(FLAGS[name].value is None for name in (*REQUIRED, "hf_model")):
         from pipelines import demo_pipeline
 
         demo_pipeline.run()
         return
     for name in REQUIRED:
+        if name == "albert_config_file" and FLAGS.hf_model:
+            continue  # the folder's config.json
         if not FLAGS[name].value:
             raise app.UsageError(f"--{name} is required (or give no flags at all for the demo)")
     for name in ("init_from_group0", "masked_lm_budget"):
@@ -66,10 +74,15 @@ def main(argv):
 
     options = _config_flags.config_from_flags(PretrainingOptions)
     _config_flags.check_output_paths(options)
-    try:
-        config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
-    except ValueError as error:
-        raise SettingsError(f"--albert_config_file: {error}") from error
+    if FLAGS.albert_config_file:
+        try:
+            config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+        except ValueError as error:
+            raise SettingsError(f"--albert_config_file: {error}") from error
+    else:
+        from albert_tf.checkpoints.hf import load_hf_config
+
+        config = load_hf_config(FLAGS.hf_model)
     results = run_pretraining(options, config, _distribution_flags.strategy_from_flags())
     logging.info("done: %s", json.dumps(results, indent=2, sort_keys=True, default=str))
 

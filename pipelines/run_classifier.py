@@ -12,6 +12,8 @@ wins over the recipe. --strategy (or the original --use_tpu / --tpu_name) picks 
 --mixed_precision its precision. Outputs in --output_dir: `model.ckpt-<step>` (TF1 names),
 `eval_results.json` (final and best checkpoint), `model.ckpt-best`, `test_results.tsv` and the
 GLUE submission file. Running the same command again resumes training from the last checkpoint.
+--hf_model=DIR starts from a Hugging Face transformers folder instead of --init_checkpoint (its
+config.json and spiece.model stand in for --albert_config_file and --spm_model_file).
 (`pipelines/finetune.py` is the same CLI.)
 """
 
@@ -60,7 +62,7 @@ CLI = FinetuneCli(
             "test_results.tsv and the GLUE submission file.",
         ),
     },
-    required=("data_dir", "spm_model_file", "output_dir"),
+    required=("data_dir", "output_dir"),
     ignored=(*_distribution_flags.IGNORED_ORIGINAL_FLAGS, "cached_dir", "keep_checkpoint_max"),
     after_recipe=_task_from_recipe,
     recipe_help="Apply run_glue.sh's hyper-parameters for this task; flags given explicitly on "

@@ -12,6 +12,8 @@ default to true. Outputs in --output_dir: `model.ckpt-<step>` (TF1 names), `eval
 and with --do_predict the test split's `predict_results.txt` and `test_predictions.tsv`.
 Without --do_train, --init_checkpoint itself is evaluated and predicted (else the checkpoints of
 --output_dir). Running the same command again resumes training from the last checkpoint.
+--hf_model=DIR starts from a Hugging Face transformers folder instead of --init_checkpoint (its
+config.json and spiece.model stand in for --albert_config_file and --spm_model_file).
 """
 
 import pathlib
@@ -41,7 +43,7 @@ CLI = FinetuneCli(
         ),
         "do_predict": (False, "Score and answer the test split with the best checkpoint."),
     },
-    required=("data_dir", "spm_model_file", "output_dir"),
+    required=("data_dir", "output_dir"),
     ignored=(*_distribution_flags.IGNORED_ORIGINAL_FLAGS, "num_keep_checkpoint"),
     recipe_help="Apply the original release's RACE recipe; flags given explicitly win.",
 )

@@ -11,7 +11,9 @@ given explicitly win. Outputs in --output_dir: `model.ckpt-<step>` (TF1 names), 
 (every checkpoint's official EM/F1 on --predict_file when it has answers; final and best),
 `model.ckpt-best`, `predictions.json`, `nbest_predictions.json`. --do_predict without --do_train
 scores and predicts --init_checkpoint itself (else the checkpoints of --output_dir). Running the
-same command again resumes training from the last checkpoint.
+same command again resumes training from the last checkpoint. --hf_model=DIR starts from a Hugging
+Face transformers folder instead (an AlbertForQuestionAnswering one, head included; its config.json
+and spiece.model stand in for --albert_config_file and --spm_model_file).
 
 This module also holds what run_squad_v2.py shares (`squad_cli`).
 """
@@ -48,7 +50,7 @@ def squad_cli(version: str) -> FinetuneCli:
                 "Predict --predict_file (scoring every checkpoint when it has answers).",
             ),
         },
-        required=("spm_model_file", "output_dir"),
+        required=("output_dir",),
         given={"version": version},
         skip=V2_ONLY if version == "v1" else (),
         after_recipe=check_recipe,

@@ -179,3 +179,22 @@ def test_help_lists_every_flag_but_absls_own(script):
     assert ours and all(found[name][1] for name in ours), sorted(
         name for name in ours if not found[name][1]
     )
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "run_classifier.py",
+        "finetune.py",
+        "run_squad_v1.py",
+        "run_squad_v2.py",
+        "run_race.py",
+        "pretrain.py",
+        "export.py",
+    ],
+)
+def test_hf_model_is_a_flag_wherever_initial_weights_are(script):
+    found = helpxml(script)
+    assert found["hf_model"][:2] == ("", True)  # no default: a transformers folder when given
+    if script != "export.py":
+        assert found["init_checkpoint"][:2] == ("", True)

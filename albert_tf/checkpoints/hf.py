@@ -45,6 +45,7 @@ from albert_tf.checkpoints.hf_format import (
     HfKey,
     hf_keys,
     is_hf_folder,
+    resolve_do_lower_case,
     resolve_spm_model_file,
     write_safetensors,
 )
@@ -63,6 +64,7 @@ __all__ = [
     "is_hf_folder",
     "load_hf_config",
     "load_hf_model",
+    "resolve_do_lower_case",
     "resolve_spm_model_file",
     "save_hf_model",
 ]

@@ -18,6 +18,7 @@ import json
 import os
 
 import numpy as np
+from absl import logging
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import save_file
 
@@ -29,6 +30,7 @@ WEIGHTS_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 PYTORCH_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 SPM_FILE = "spiece.model"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 # What `save_pretrained` writes as the safetensors metadata.
 METADATA = {"format": "pt"}
 # Stored dtypes read (as float32); anything else is refused.
@@ -267,3 +269,31 @@ def resolve_spm_model_file(spm_model_file: str | None, hf_directory: str | None)
         return spm_model_file
     path = os.path.join(os.fspath(hf_directory), SPM_FILE)
     return path if os.path.isfile(path) else None
+
+
+def resolve_do_lower_case(do_lower_case: bool, hf_directory: str | None) -> bool:
+    """The casing of a transformers folder's tokenizer (`do_lower_case` of its
+    `tokenizer_config.json`) when it states one, else `do_lower_case`: the model's own casing
+    wins, as the original's did for a TF-Hub module (its `tokenization_info`). A warning says
+    when it overrides `do_lower_case`."""
+    path = os.path.join(os.fspath(hf_directory), TOKENIZER_CONFIG_FILE) if hf_directory else ""
+    if not path or not os.path.isfile(path):
+        return do_lower_case
+    try:
+        with open(path, encoding="utf-8") as f:
+            values = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HfFormatError(f"{path}: not valid JSON ({e})") from None
+    stated = values.get("do_lower_case") if isinstance(values, dict) else None
+    if stated is None:
+        return do_lower_case
+    if not isinstance(stated, bool):
+        raise HfFormatError(f"{path}: do_lower_case: {stated!r} is not true or false")
+    if stated != do_lower_case:
+        logging.warning(
+            "%s: do_lower_case=%s, the tokenizer's casing, is used (not do_lower_case=%s)",
+            path,
+            stated,
+            do_lower_case,
+        )
+    return stated

@@ -26,6 +26,8 @@ import numpy as np
 from absl import logging
 from ai_edge_litert.interpreter import Interpreter
 
+from albert_tf.checkpoints.hf_config import HF_EXTRA
+from albert_tf.config import AlbertConfig
 from albert_tf.export import data as export_data
 from albert_tf.export import tflite_metadata as metadata
 from albert_tf.export.tflite import run_signature
@@ -91,6 +93,17 @@ def settings_beside(keras_model: str | None, enabled: bool = True) -> AppMetadat
         raise ValueError(f"{path}: not a readable classifier info file: {e}") from None
     labels = info.get("labels")
     return AppMetadataSettings(enabled, tuple(labels) if labels else None, info.get("task_name"))
+
+
+def settings_of_hf(config: AlbertConfig, enabled: bool = True) -> AppMetadataSettings:
+    """Settings of a classifier read from a transformers folder: its `id2label` names, in
+    output order, as the labels."""
+    id2label = config.extra.get(HF_EXTRA, {}).get("id2label")
+    if not enabled or not isinstance(id2label, dict):
+        return AppMetadataSettings(enabled)
+    return AppMetadataSettings(
+        enabled, tuple(str(id2label.get(str(i), i)) for i in range(len(id2label)))
+    )
 
 
 def default_max_seq_length(head, enabled: bool, given: int | None, default: int) -> int:

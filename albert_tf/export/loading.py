@@ -1,5 +1,6 @@
 """The model an export serves, as a registered head (`heads.REGISTRY`): from a `.keras` file of any
-head, or from an original TF1 checkpoint of a head that builds from one (`HeadSpec.from_tf1`)."""
+head, from an original TF1 checkpoint of a head that builds from one (`HeadSpec.from_tf1`), or
+from a Hugging Face transformers folder of the class that head serves (`HF_HEADS`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,21 @@ from collections.abc import Mapping
 
 import keras
 
+from albert_tf.checkpoints.hf import load_hf_config, load_hf_model
+from albert_tf.checkpoints.hf_config import HF_EXTRA
 from albert_tf.config import AlbertConfig
 from albert_tf.export.heads import REGISTRY, TF1_PRETRAINING_HEAD, head_spec
 from albert_tf.export.savedmodel import ServingHead
 from albert_tf.modeling.model import AlbertModel
+
+# transformers class -> the head kind that serves it.
+HF_HEADS = {
+    "AlbertForPreTraining": "pretrainer",
+    "AlbertForMaskedLM": "pretrainer",
+    "AlbertForSequenceClassification": "classifier",
+    "AlbertForQuestionAnswering": "squad_v1",
+    "AlbertForMultipleChoice": "race",
+}
 
 
 def _albert_config_of(model: keras.Model) -> AlbertConfig | None:
@@ -63,18 +75,34 @@ def _from_tf1(
     return spec.from_tf1(checkpoint, config, **model_options)
 
 
+def _from_hf(kind: str, directory: str) -> keras.Model:
+    """The model of a transformers folder whose class `kind` serves (checked before loading)."""
+    architecture = load_hf_config(directory).extra[HF_EXTRA]["architectures"][0]
+    served = HF_HEADS.get(architecture)
+    if served != kind:
+        does = f"exports as head={served}" if served else "has no head to serve"
+        raise ValueError(
+            f"hf_model={directory} holds an {architecture}, which {does}, not head={kind}; "
+            f"these export: {', '.join(f'{a} as {k}' for a, k in HF_HEADS.items())}"
+        )
+    return load_hf_model(directory)
+
+
 def load_serving_head(
     kind: str,
     keras_model: str | None = None,
     tf1_checkpoint: str | None = None,
     albert_config_file: str | None = None,
     model_options: Mapping | None = None,
+    hf_model: str | None = None,
 ) -> ServingHead:
-    """The model to export as head `kind`: a `.keras` file (any registered head), or an original
+    """The model to export as head `kind`: a `.keras` file (any registered head), an original
     TF1 checkpoint with its `albert_config.json` (a pretraining one for `pretrainer`; one that
     `run_squad_v1.py`, `run_squad_v2.py` or `run_race.py` fine-tuned, head included, for
-    `squad_v1`, `squad_v2`, `race`). `model_options` go to the head's `from_tf1` (SQuAD v2's
-    `start_n_top`, `end_n_top`; RACE's `num_choices`); a head ignores those it does not take.
+    `squad_v1`, `squad_v2`, `race`), or a transformers folder of the class `kind` serves
+    (`HF_HEADS`; its `config.json` is the config). `model_options` go to the head's `from_tf1`
+    (SQuAD v2's `start_n_top`, `end_n_top`; RACE's `num_choices`); a head ignores those it does
+    not take.
 
     Raises ValueError or FileNotFoundError naming what is missing or wrong, and
     `CheckpointMismatchError` naming every variable missing from the checkpoint or of another shape.
@@ -82,9 +110,12 @@ def load_serving_head(
     Example:
         >>> head = load_serving_head("squad_v2", tf1_checkpoint="squad2/model.ckpt-best",
         ...                          albert_config_file="albert_base/albert_config.json")
+        >>> head = load_serving_head("squad_v1", hf_model="albert-base-v2-squad")
     """
-    if bool(keras_model) == bool(tf1_checkpoint):
-        raise ValueError("give exactly one of keras_model or tf1_checkpoint")
+    if sum(map(bool, (keras_model, tf1_checkpoint, hf_model))) != 1:
+        raise ValueError("give exactly one of keras_model, tf1_checkpoint or hf_model")
+    if hf_model:
+        return serving_head(kind, _from_hf(kind, hf_model))
     if tf1_checkpoint:
         model = _from_tf1(kind, tf1_checkpoint, albert_config_file, model_options or {})
         return serving_head(kind, model)

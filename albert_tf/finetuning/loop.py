@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.checkpoints.hf import is_hf_folder, load_hf_config
 from albert_tf.checkpoints.tf1 import resolve_checkpoint_prefix
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.selection import (
@@ -33,7 +34,7 @@ from albert_tf.finetuning.selection import (
     list_checkpoints,
 )
 from albert_tf.finetuning.resume import TRAIN_STATE_DIR
-from albert_tf.finetuning.task import LoopSettings, Task
+from albert_tf.finetuning.task import LoopSettings, Task, initial_weights
 from albert_tf.finetuning.training import model_dtype, train
 from albert_tf.output_dirs import claim_output_dir
 from albert_tf.training.distribution import is_chief, is_multi_worker
@@ -42,6 +43,7 @@ __all__ = [
     "checkpoint_step",
     "evaluate_checkpoints",
     "inference_checkpoint",
+    "initial_weights",
     "load_for_inference",
     "model_dtype",
     "resolve_albert_config",
@@ -51,11 +53,20 @@ __all__ = [
 
 
 def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
-    """The model config: `albert_config_file`, else the one inside a `.keras` init checkpoint,
-    else `albert_config.json` beside a TF1 init checkpoint (release layout) or in `output_dir`."""
+    """The model config: `albert_config_file`, else the `config.json` of an `hf_model` folder,
+    else the one inside a `.keras` init checkpoint, else `albert_config.json` beside a TF1 init
+    checkpoint (release layout) or in `output_dir`."""
     candidates = []
+    hf_model = getattr(config, "hf_model", None)
     if config.albert_config_file:
         albert_config = AlbertConfig.from_json_file(config.albert_config_file)
+    elif hf_model:
+        albert_config = load_hf_config(hf_model)
+    elif config.init_checkpoint and is_hf_folder(config.init_checkpoint):
+        raise ValueError(
+            f"init_checkpoint={config.init_checkpoint} is a transformers folder: give it as "
+            "hf_model (its config.json is then the model config)"
+        )
     elif config.init_checkpoint and config.init_checkpoint.endswith(".keras"):
         with zipfile.ZipFile(config.init_checkpoint) as archive:
             albert_config = AlbertConfig.from_dict(
@@ -83,8 +94,9 @@ def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
 
 
 def checkpoint_step(path: str) -> int:
-    """The `global_step` a TF1 checkpoint holds; 0 for one without (or a `.keras` file)."""
-    if str(path).endswith(".keras"):
+    """The `global_step` a TF1 checkpoint holds; 0 for one without (or a `.keras` file, or a
+    transformers folder)."""
+    if str(path).endswith(".keras") or is_hf_folder(path):
         return 0
     reader = tf.train.load_checkpoint(resolve_checkpoint_prefix(path))
     return int(reader.get_tensor("global_step")) if reader.has_tensor("global_step") else 0
@@ -117,16 +129,18 @@ def evaluate_checkpoints(
 
 
 def inference_checkpoint(config: LoopSettings) -> str:
-    """`model.ckpt-best` if evaluated, else the last checkpoint, else the init_checkpoint."""
+    """`model.ckpt-best` if evaluated, else the last checkpoint, else the `initial_weights`."""
     best = os.path.join(config.output_dir, BEST_CHECKPOINT)
     if os.path.exists(best + ".index"):
         return best
     found = list_checkpoints(config.output_dir)
     if found:
         return found[-1][1]
-    if config.init_checkpoint:
-        return config.init_checkpoint
-    raise FileNotFoundError(f"no checkpoint in {config.output_dir} and no init_checkpoint")
+    if initial_weights(config):
+        return initial_weights(config)
+    raise FileNotFoundError(
+        f"no checkpoint in {config.output_dir} and no init_checkpoint or hf_model"
+    )
 
 
 def load_for_inference(

@@ -1,6 +1,6 @@
 """The settings every fine-tuning task shares (the original scripts' flags of the same names and
-defaults): a task's settings dataclass adds its own to `FinetuneSettings`. No TensorFlow: the CLIs
-define their flags from here."""
+defaults, and `hf_model`): a task's settings dataclass adds its own to `FinetuneSettings`. No
+TensorFlow: the CLIs define their flags from here."""
 
 from __future__ import annotations
 
@@ -12,10 +12,13 @@ from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, setting
 @dataclasses.dataclass(kw_only=True)
 class FinetuneSettings:
     """What `run_classifier.py`, `run_squad_v*.py` and `run_race.py` all have, keyword-only (a
-    task's own fields come first, its required ones positional).
+    task's own fields come first, its required ones positional). A task's settings also hold
+    `spm_model_file` (None: the `spiece.model` of `hf_model`); its `__post_init__` calls this
+    one's first.
 
     Args:
       albert_config_file, init_checkpoint, ...: the original flags of the same names.
+      hf_model: a transformers ALBERT folder to start from instead of `init_checkpoint`.
 
     Example:
       @dataclasses.dataclass
@@ -35,6 +38,16 @@ class FinetuneSettings:
         "fine-tuned), ours (TF1 export), or one of our .keras files. The task's head is loaded "
         "too when it has the task's shape.",
     )
+    hf_model: str | None = setting(
+        None,
+        "Initial weights from a Hugging Face transformers ALBERT folder (config.json + "
+        "model.safetensors, e.g. a Hub model), instead of --init_checkpoint: the backbone, and "
+        "the head when the folder's class has the task's (AlbertForSequenceClassification with "
+        "the task's labels, AlbertForQuestionAnswering for SQuAD v1.1, AlbertForMultipleChoice "
+        "for RACE). Its config.json is the model config unless --albert_config_file is given, "
+        "its spiece.model the SentencePiece model unless --spm_model_file is given, and the "
+        "do_lower_case of its tokenizer_config.json, if any, the casing.",
+    )
     do_lower_case: bool = setting(
         True, "Lowercase the text (the released English models are uncased)."
     )
@@ -50,3 +63,26 @@ class FinetuneSettings:
     mixed_precision: str = setting("none", "Compute precision.", choices=MIXED_PRECISIONS)
     seed: int = setting(12345, "Seed of initialisation, dropout and shuffling.", flag="random_seed")
     log_every_steps: int = setting(50, "Log loss and learning rate every this many steps.")
+
+    def __post_init__(self):
+        if self.init_checkpoint and self.hf_model:
+            raise ValueError(
+                f"init_checkpoint={self.init_checkpoint} and hf_model={self.hf_model} both give "
+                "the initial weights: give one of them"
+            )
+        if self.hf_model:
+            # Here, not at the top: the CLIs define their flags from this module without
+            # loading TensorFlow, which the checkpoints stage does.
+            from albert_tf.checkpoints.hf_format import (
+                resolve_do_lower_case,
+                resolve_spm_model_file,
+            )
+
+            self.spm_model_file = resolve_spm_model_file(self.spm_model_file, self.hf_model)
+            self.do_lower_case = resolve_do_lower_case(self.do_lower_case, self.hf_model)
+        if not self.spm_model_file:
+            held = f" ({self.hf_model} holds none)" if self.hf_model else ""
+            raise ValueError(
+                "no SentencePiece model: give spm_model_file, or an hf_model folder holding "
+                f"spiece.model{held}"
+            )

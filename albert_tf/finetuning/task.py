@@ -20,7 +20,9 @@ from albert_tf.config import AlbertConfig
 class LoopSettings(Protocol):
     """The original fine-tuning scripts' shared flags the loop reads (same names).
 
-    Settings may also hold `mixed_precision` ("none", "bf16" or "fp16"; "none" when absent).
+    Settings may also hold `mixed_precision` ("none", "bf16" or "fp16"; "none" when absent) and
+    `hf_model` (a transformers folder to start from instead of `init_checkpoint`; None when
+    absent).
     """
 
     output_dir: str
@@ -38,6 +40,11 @@ class LoopSettings(Protocol):
     jit_compile: bool
     seed: int
     log_every_steps: int
+
+
+def initial_weights(settings: LoopSettings) -> str | None:
+    """What a job starts from: its `init_checkpoint`, else its `hf_model` folder, if any."""
+    return settings.init_checkpoint or getattr(settings, "hf_model", None)
 
 
 class DevScorer(Protocol):

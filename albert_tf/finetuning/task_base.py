@@ -1,10 +1,13 @@
 """What every fine-tuning task shares: its settings, a lazily loaded tokenizer, and checkpoint
-loading through the one task-model loader (`albert_tf.checkpoints.task_heads`)."""
+loading through the one task-model loader (`albert_tf.checkpoints.task_heads`), or from a
+transformers folder (`albert_tf.checkpoints.hf`)."""
 
 from __future__ import annotations
 
 import keras
+from absl import logging
 
+from albert_tf.checkpoints.hf import initialize_from_hf, is_hf_folder
 from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
 from albert_tf.text.tokenization import AlbertTokenizer
 
@@ -34,10 +37,23 @@ class TaskBase:
             )
         return self._tokenizer
 
-    def initialize(self, model: keras.Model, checkpoint: str) -> None:
-        """Pretrained backbone (TF1 or `.keras`), and the head when the checkpoint holds it."""
-        initialize_task_model(model, checkpoint)
+    def initialize(self, model: keras.Model, checkpoint: str) -> bool:
+        """Pretrained backbone (TF1, `.keras` or a transformers folder), and the head when the
+        checkpoint holds it with the task's shapes; returns whether it did."""
+        if not is_hf_folder(checkpoint):
+            return initialize_task_model(model, checkpoint)
+        head_loaded = initialize_from_hf(model, checkpoint)
+        logging.info(
+            "Initialised the backbone%s from %s",
+            " and head" if head_loaded else " (the head: fresh)",
+            checkpoint,
+        )
+        return head_loaded
 
     def load(self, model: keras.Model, checkpoint: str) -> None:
-        """Every weight, head included, from a TF1-named checkpoint (ours or the original's)."""
-        load_task_checkpoint(model, checkpoint)
+        """Every weight, head included, from a TF1-named checkpoint (ours or the original's) or
+        a transformers folder."""
+        if is_hf_folder(checkpoint):
+            initialize_from_hf(model, checkpoint, require_head=True)
+        else:
+            load_task_checkpoint(model, checkpoint)

@@ -29,7 +29,7 @@ from albert_tf.checkpoints.tf1 import save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import resume
 from albert_tf.finetuning.selection import CHECKPOINT_PREFIX, CheckpointEvaluator
-from albert_tf.finetuning.task import LoopSettings, Task
+from albert_tf.finetuning.task import LoopSettings, Task, initial_weights
 from albert_tf.training.distribution import is_chief, is_multi_worker
 from albert_tf.training.harness import Schedule, compile_model, dtype_policy, train as harness_train
 from albert_tf.training.harness import resume as resume_run
@@ -124,8 +124,8 @@ def train(
     evaluator: CheckpointEvaluator | None = None,
     strategy: tf.distribute.Strategy | None = None,
 ) -> list[tuple[int, str]]:
-    """Fine-tunes from `init_checkpoint` (random init without one), or resumes from the last
-    checkpoint in `output_dir`; returns the checkpoints saved by this call (none on a
+    """Fine-tunes from `init_checkpoint` or `hf_model` (random init without), or resumes from
+    the last checkpoint in `output_dir`; returns the checkpoints saved by this call (none on a
     multi-worker job's other workers, which save only their optimizer state, into scratch).
 
     With an evaluator, each checkpoint is scored right after it is saved (the original ran a
@@ -185,10 +185,12 @@ def _train(task, albert_config, evaluator, strategy, save_dir, chief) -> list[tu
         f"the step to resume from: every worker must see the chief's output_dir {config.output_dir}",
     )
     if not done:
-        if config.init_checkpoint:
-            task.initialize(model, config.init_checkpoint)
+        if initial_weights(config):
+            task.initialize(model, initial_weights(config))
         else:
-            logging.warning("No init_checkpoint: fine-tuning a randomly initialised model")
+            logging.warning(
+                "No init_checkpoint or hf_model: fine-tuning a randomly initialised model"
+            )
     if chief:
         resume.record_settings(task)
     if done < config.train_step:

@@ -17,6 +17,8 @@ import warnings
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.checkpoints.hf import initialize_from_hf, is_hf_folder, load_hf_config
+from albert_tf.checkpoints.hf_config import HF_EXTRA
 from albert_tf.checkpoints.tf1 import assign_tf1_weights, read_weights, save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.io import atomic_path, write_json
@@ -51,9 +53,31 @@ from albert_tf.training.pretraining_options import (
 )
 
 
+# What each transformers class but AlbertForPreTraining lacks of a pretrainer.
+HF_LACKS = {
+    "AlbertForMaskedLM": "sentence-order (SOP) head and pooler",
+    "AlbertModel": "masked-LM and SOP heads",
+    "AlbertForSequenceClassification": "masked-LM and SOP heads",
+    "AlbertForQuestionAnswering": "masked-LM and SOP heads and pooler",
+    "AlbertForMultipleChoice": "masked-LM and SOP heads",
+}
+
+
 def load_initial_weights(model: AlbertPretrainer, path: str) -> None:
-    """Initialise from an original TF1 checkpoint or from one of our `.keras` files."""
-    assign_tf1_weights(model, read_weights(path), path)
+    """Initialise from an original TF1 checkpoint, one of our `.keras` files or a transformers
+    folder (what its class lacks, e.g. the SOP head of `AlbertForMaskedLM`, stays fresh)."""
+    if is_hf_folder(path):
+        initialize_from_hf(model, path, require_head=True)
+        architecture = load_hf_config(path).extra[HF_EXTRA]["architectures"][0]
+        if architecture in HF_LACKS:
+            logging.warning(
+                "%s is an %s, which has no %s: they start freshly initialised",
+                path,
+                architecture,
+                HF_LACKS[architecture],
+            )
+    else:
+        assign_tf1_weights(model, read_weights(path), path)
     logging.info("initialised weights from %s", path)
 
 
@@ -121,8 +145,8 @@ def _run_pretraining(
         results = {"output_dir": o.output_dir, "resumed_from": checkpoints.latest()}
         if o.skip_corrupt_records:
             results["skipped_records"] = skipped  # per input file, only those with any
-        if not step and o.init_checkpoint:
-            load_initial_weights(model, o.init_checkpoint)
+        if not step and (o.init_checkpoint or o.hf_model):
+            load_initial_weights(model, o.init_checkpoint or o.hf_model)
         try:
             if o.do_train:
                 results["train_history"], step = _train(

@@ -26,6 +26,14 @@ class PretrainingOptions:
     init_checkpoint: str | None = setting(
         None, "Initial weights: an original TF1 checkpoint (prefix or directory) or a .keras."
     )
+    hf_model: str | None = setting(
+        None,
+        "Initial weights from a Hugging Face transformers ALBERT folder (config.json + "
+        "model.safetensors, e.g. a Hub model), instead of --init_checkpoint; its config.json is "
+        "the model config unless --albert_config_file is given. What its class lacks (the SOP "
+        "head of an AlbertForMaskedLM, the MLM head of an AlbertModel) starts fresh, with a "
+        "warning.",
+    )
     max_seq_length: int = setting(512, "Sequence length of the TFRecords.")
     max_predictions_per_seq: int | None = setting(
         None,
@@ -111,6 +119,11 @@ class SettingsError(ValueError):
 def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -> None:
     """Raise SettingsError for settings that cannot run, naming the flag."""
     o = options
+    if o.init_checkpoint and o.hf_model:
+        raise SettingsError(
+            f"--init_checkpoint={o.init_checkpoint} and --hf_model={o.hf_model} both give the "
+            "initial weights: give one of them"
+        )
     if o.max_seq_length > config.max_position_embeddings:
         raise SettingsError(
             f"--max_seq_length={o.max_seq_length} exceeds max_position_embeddings="

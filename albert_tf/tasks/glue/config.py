@@ -57,7 +57,11 @@ class FinetuneConfig(FinetuneSettings):
     output_dir: str = setting(
         help="Where checkpoints, eval results and predictions go.", path=OUTPUT_DIR
     )
-    spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
+    spm_model_file: str | None = setting(
+        None,
+        "SentencePiece model, e.g. 30k-clean.model. Optional with an --hf_model folder "
+        "holding spiece.model.",
+    )
     max_seq_length: int = setting(
         512,
         "Maximum total tokens after tokenization; longer inputs are truncated as the original "
@@ -96,6 +100,7 @@ class FinetuneConfig(FinetuneSettings):
         return self.dynamic_padding and not self.jit_compile
 
     def __post_init__(self):
+        super().__post_init__()
         self.task = glue.get_task(self.task_name)
         check_positive(self, (*LOOP_SIZES, "train_step", "eval_batch_size"))
         check_warmup(self.warmup_step, self.train_step)

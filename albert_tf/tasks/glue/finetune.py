@@ -21,6 +21,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.checkpoints.hf import is_hf_folder, load_hf_config
+from albert_tf.checkpoints.hf_config import HF_EXTRA
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.task_base import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
@@ -28,7 +30,7 @@ from albert_tf.finetuning import loop
 from albert_tf.finetuning.progress import predict_with_progress
 from albert_tf.finetuning.selection import CheckpointEvaluator
 from albert_tf.io import write_text
-from albert_tf.modeling.heads.classifier import AlbertClassifier
+from albert_tf.modeling.heads.classifier import HEAD_NAME, AlbertClassifier
 from albert_tf.tasks.glue import metrics as glue_metrics
 from albert_tf.tasks.glue.config import RECIPES, FinetuneConfig
 from albert_tf.tasks.glue import processors as glue
@@ -131,6 +133,35 @@ class GlueFinetuneTask(TaskBase):
             seed=self.settings.seed,
             dtype=dtype,
         )
+
+    def initialize(self, model: keras.Model, checkpoint: str) -> bool:
+        """As `TaskBase.initialize`; a transformers classifier's head in the task's label order."""
+        head_loaded = super().initialize(model, checkpoint)
+        if head_loaded and is_hf_folder(checkpoint):
+            self._in_task_label_order(model, checkpoint)
+        return head_loaded
+
+    def load(self, model: keras.Model, checkpoint: str) -> None:
+        """As `TaskBase.load`; a transformers classifier's head in the task's label order."""
+        super().load(model, checkpoint)
+        if is_hf_folder(checkpoint):
+            self._in_task_label_order(model, checkpoint)
+
+    def _in_task_label_order(self, model: keras.Model, folder: str) -> None:
+        """Reorders the head's rows when the folder's `id2label` names the task's labels in
+        another order (case aside): e.g. an MNLI model trained on transformers' label order."""
+        labels = self.settings.task.labels
+        id2label = load_hf_config(folder).extra[HF_EXTRA].get("id2label")
+        if labels is None or not isinstance(id2label, dict) or len(id2label) != len(labels):
+            return
+        theirs = [str(id2label.get(str(i))).lower() for i in range(len(labels))]
+        ours = [label.lower() for label in labels]
+        if theirs == ours or sorted(theirs) != sorted(ours):
+            return
+        head = model.get_layer(HEAD_NAME)
+        for variable in (head.output_weights, head.output_bias):
+            variable.assign(np.asarray(variable)[[theirs.index(label) for label in ours]])
+        logging.info("%s: the head's rows reordered from %s to the task's %s", folder, theirs, ours)
 
     def _encode(self, split: str) -> EncodedSplit:
         config = self.settings

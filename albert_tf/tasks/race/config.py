@@ -46,7 +46,11 @@ class RaceConfig(FinetuneSettings):
     output_dir: str = setting(
         help="Where checkpoints, results and predictions go.", path=OUTPUT_DIR
     )
-    spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
+    spm_model_file: str | None = setting(
+        None,
+        "SentencePiece model, e.g. 30k-clean.model. Optional with an --hf_model folder "
+        "holding spiece.model.",
+    )
     task_name: str = setting("race", "The task: race.")
     train_file: str | None = setting(
         None,
@@ -80,6 +84,7 @@ class RaceConfig(FinetuneSettings):
     )
 
     def __post_init__(self):
+        super().__post_init__()
         if self.task_name.lower() != "race":
             raise ValueError(f"Task not found: {self.task_name}")
         if self.high_only and self.middle_only:

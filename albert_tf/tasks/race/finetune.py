@@ -219,8 +219,8 @@ def run(
     strategy: tf.distribute.Strategy | None = None,
 ) -> dict:
     """The original `run_race.py` main(): train, evaluate every checkpoint on dev, predict the
-    test split; without `do_train`, an `init_checkpoint` is itself evaluated and predicted (else
-    the checkpoints of `output_dir`)."""
+    test split; without `do_train`, an `init_checkpoint` (or `hf_model`) is itself evaluated and
+    predicted (else the checkpoints of `output_dir`)."""
     task = RaceFinetuneTask(config)
-    checkpoint = config.init_checkpoint if not do_train else None
+    checkpoint = loop.initial_weights(config) if not do_train else None
     return loop.run(task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint)

@@ -54,7 +54,11 @@ class SquadConfig(FinetuneSettings):
     output_dir: str = setting(
         help="Where checkpoints, results and predictions go.", path=OUTPUT_DIR
     )
-    spm_model_file: str = setting(help="SentencePiece model, e.g. 30k-clean.model.")
+    spm_model_file: str | None = setting(
+        None,
+        "SentencePiece model, e.g. 30k-clean.model. Optional with an --hf_model folder "
+        "holding spiece.model.",
+    )
     train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
     predict_file: str | None = setting(
         None, "SQuAD json to predict (and score, when it has answers)."
@@ -106,6 +110,7 @@ class SquadConfig(FinetuneSettings):
     )
 
     def __post_init__(self):
+        super().__post_init__()
         if self.version not in VERSIONS:
             raise ValueError(f"version must be one of {VERSIONS}, got {self.version!r}")
         check_positive(

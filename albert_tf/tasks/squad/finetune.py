@@ -251,7 +251,8 @@ def run(
 ) -> dict:
     """The original scripts' main(): train (scoring every checkpoint on the predict file when it
     has answers), then predict with the best checkpoint; without `do_train`, an
-    `init_checkpoint` is itself scored and predicted (else the checkpoints of `output_dir`)."""
+    `init_checkpoint` (or `hf_model`) is itself scored and predicted (else the checkpoints of
+    `output_dir`)."""
     if not (do_train or do_predict or config.export_dir):
         raise ValueError("At least one of `do_train` or `do_predict` or `export_dir` must be True.")
     task = SquadFinetuneTask(config)
@@ -262,7 +263,7 @@ def run(
         if do_train:
             task.settings = config = with_schedule(config, len(task.train_examples()))
         do_eval = do_predict and task.predict_inputs().scorable
-        checkpoint = config.init_checkpoint if not do_train else None
+        checkpoint = loop.initial_weights(config) if not do_train else None
         return loop.run(
             task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint
         )
