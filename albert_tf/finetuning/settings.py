@@ -9,6 +9,16 @@ import dataclasses
 from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, setting
 
 
+def spm_model_file_setting():
+    """The `spm_model_file` field every task's settings hold, positional after its required ones
+    (as the original scripts' callers pass it): None takes the `spiece.model` of `hf_model`."""
+    return setting(
+        None,
+        "SentencePiece model, e.g. 30k-clean.model. Optional with an --hf_model folder "
+        "holding spiece.model.",
+    )
+
+
 @dataclasses.dataclass(kw_only=True)
 class FinetuneSettings:
     """What `run_classifier.py`, `run_squad_v*.py` and `run_race.py` all have, keyword-only (a

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
-from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.finetuning.settings import FinetuneSettings, spm_model_file_setting
 from albert_tf.settings import OUTPUT_DIR, setting
 from albert_tf.tasks.glue import processors as glue
 
@@ -57,11 +57,7 @@ class FinetuneConfig(FinetuneSettings):
     output_dir: str = setting(
         help="Where checkpoints, eval results and predictions go.", path=OUTPUT_DIR
     )
-    spm_model_file: str | None = setting(
-        None,
-        "SentencePiece model, e.g. 30k-clean.model. Optional with an --hf_model folder "
-        "holding spiece.model.",
-    )
+    spm_model_file: str | None = spm_model_file_setting()
     max_seq_length: int = setting(
         512,
         "Maximum total tokens after tokenization; longer inputs are truncated as the original "

@@ -7,7 +7,7 @@ import dataclasses
 import os
 
 from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
-from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.finetuning.settings import FinetuneSettings, spm_model_file_setting
 from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, setting
 
 # The original release's recommended recipe (its v2 models also used dropout_prob 0, which
@@ -46,11 +46,7 @@ class RaceConfig(FinetuneSettings):
     output_dir: str = setting(
         help="Where checkpoints, results and predictions go.", path=OUTPUT_DIR
     )
-    spm_model_file: str | None = setting(
-        None,
-        "SentencePiece model, e.g. 30k-clean.model. Optional with an --hf_model folder "
-        "holding spiece.model.",
-    )
+    spm_model_file: str | None = spm_model_file_setting()
     task_name: str = setting("race", "The task: race.")
     train_file: str | None = setting(
         None,

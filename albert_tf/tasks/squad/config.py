@@ -11,7 +11,7 @@ import dataclasses
 import os
 
 from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
-from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.finetuning.settings import FinetuneSettings, spm_model_file_setting
 from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, setting
 
 VERSIONS = ("v1", "v2")
@@ -54,11 +54,7 @@ class SquadConfig(FinetuneSettings):
     output_dir: str = setting(
         help="Where checkpoints, results and predictions go.", path=OUTPUT_DIR
     )
-    spm_model_file: str | None = setting(
-        None,
-        "SentencePiece model, e.g. 30k-clean.model. Optional with an --hf_model folder "
-        "holding spiece.model.",
-    )
+    spm_model_file: str | None = spm_model_file_setting()
     train_file: str | None = setting(None, "SQuAD json for training, e.g. train-v1.1.json.")
     predict_file: str | None = setting(
         None, "SQuAD json to predict (and score, when it has answers)."
