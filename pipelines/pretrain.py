@@ -81,7 +81,19 @@ flags.DEFINE_integer(
 flags.DEFINE_string(
     "eval_input_file",
     None,
-    "Held-out TFRecords for --do_eval (the original evaluated on training data).",
+    "Held-out TFRecords for --do_eval (the original evaluated on training data). Several "
+    "record sets scored apart, e.g. SOP and NSP records of the same text: "
+    "name=glob,name=glob (sop=heldout_sop.tfrecord,nsp=heldout_nsp.tfrecord); the results "
+    "give each set's metrics and the MLM, SOP and NSP accuracy.",
+)
+flags.DEFINE_enum(
+    "sentence_task",
+    "auto",
+    ["auto", "sop", "nsp", "none"],
+    "The sentence loss trained beside MLM. auto: the records' (SOP, or NSP when data prep "
+    "wrote them with --random_next_sentence, per its .summary.json beside them; SOP without "
+    "one); sop / nsp: the same, checked against that summary; none: MLM alone from the same "
+    "records (the pooler and sentence head stay untrained, in the checkpoints as always).",
 )
 flags.DEFINE_integer("log_every_steps", 100, "Progress line and summaries every N updates.")
 flags.DEFINE_integer("shuffle_buffer", 100, "Record shuffle buffer (the original's 100).")

@@ -23,7 +23,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.io import atomic_path, write_json
 from albert_tf.modeling.model import AlbertPretrainer
 from albert_tf.records import UNMASKED_FEATURE_NAMES
-from albert_tf.training import record_checks
+from albert_tf.training import eval_sets, record_checks
 from albert_tf.training.callbacks import CheckpointSaver, StepCounter, StopAtStep, TrainingMonitor
 from albert_tf.training.distribution import check_same_on_every_worker, is_chief
 from albert_tf.training.input_pipeline import (
@@ -44,6 +44,7 @@ from albert_tf.training.pretraining_options import (
     use_xla,
     validate,
 )
+from albert_tf.training.sentence_task import apply_sentence_task, resolve_sentence_task
 
 
 def load_initial_weights(model: AlbertPretrainer, path: str) -> None:
@@ -66,6 +67,7 @@ def run_pretraining(
     keras.config.set_dtype_policy(MIXED_PRECISION_POLICIES[o.mixed_precision])
     try:
         train_files, eval_files, skipped, masking = _checked_inputs(o, work_dir)
+        sentence_task = resolve_sentence_task(o.sentence_task, o.input_file) if o.do_train else None
         # Failures are located with the features both kinds of records share when any is unmasked.
         spec = _record_spec(o, "dynamic" if "dynamic" in masking else "static")
         # Repaired copies are read as files; otherwise the patterns, globbed once per pipeline.
@@ -73,6 +75,7 @@ def run_pretraining(
         eval_source = (eval_files or train_files) if o.skip_corrupt_records else None
         with strategy.scope():
             model = AlbertPretrainer(config)
+            apply_sentence_task(model, sentence_task)
             optimizer = create_optimizer(
                 o.learning_rate,
                 o.num_train_steps,
@@ -98,7 +101,11 @@ def run_pretraining(
         # on a filesystem all workers share): a worker restoring anything else would train on
         # other weights than the chief's, its gradients still summed with the chief's.
         latest = tf.train.latest_checkpoint(os.path.join(o.output_dir, "checkpoints"))
-        results = {"output_dir": o.output_dir, "resumed_from": latest}
+        results = {
+            "output_dir": o.output_dir,
+            "resumed_from": latest,
+            "sentence_task": sentence_task,
+        }
         if o.skip_corrupt_records:
             results["skipped_records"] = skipped  # per input file, only those with any
         # A checkpoint is numbered by the steps trained (`callbacks.StepCounter`).
@@ -124,8 +131,8 @@ def run_pretraining(
                 )
             results["global_step"] = step
             if o.do_eval:
-                results["eval"] = evaluate(
-                    model, o, step, work_dir if chief else None, eval_source, masking[1]
+                results["eval"] = eval_sets.evaluate_sets(
+                    evaluate, model, o, step, work_dir if chief else None, eval_source, masking[1]
                 )
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as failure:
             # `fit` stops at the failure without running another callback: no checkpoint of
@@ -205,7 +212,11 @@ def _checked_inputs(
     """
     reads_train = o.do_train or (o.do_eval and not o.eval_input_file)
     train = list_input_files(o.input_file) if reads_train else []
-    held_out = list_input_files(o.eval_input_file) if o.do_eval and o.eval_input_file else []
+    held_out = (
+        list_input_files(eval_sets.all_patterns(o.eval_input_file))
+        if o.do_eval and o.eval_input_file
+        else []
+    )
     train_masking = _resolve_masking(o, train, o.masking) if train else None
     # Held-out records are read as they are: fixed masks keep evaluations comparable whatever
     # the training records hold, so --masking speaks for the training records only.

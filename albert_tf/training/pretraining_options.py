@@ -11,6 +11,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.training.input_pipeline import MASKING_MODES, DynamicMasking
 
+SENTENCE_TASKS = ("auto", "sop", "nsp", "none")
 MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
 
@@ -45,6 +46,9 @@ class PretrainingOptions:
     shuffle_buffer: int = 100
     seed: int | None = None  # also of the masks of unmasked records (None: a random one)
     skip_corrupt_records: bool = False  # skip (and count) corrupt or misfit records
+    # MLM + the records' sentence task (auto: SOP, or NSP when data prep wrote them with
+    # random_next_sentence), or "none": MLM alone (`albert_tf.training.sentence_task`).
+    sentence_task: str = "auto"
     # Masked or unmasked records (see `input_pipeline.pretraining_dataset`); the masking of
     # unmasked ones: the original `create_pretraining_data.py` flags and defaults. `masking`
     # is that of `input_file`; `eval_input_file` is always detected.
@@ -82,6 +86,10 @@ def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -
         raise SettingsError(f"--masked_lm_prob must be in [0, 1], got {o.masked_lm_prob}")
     if o.ngram < 1:
         raise SettingsError(f"--ngram must be >= 1, got {o.ngram}")
+    if o.sentence_task not in SENTENCE_TASKS:
+        raise SettingsError(
+            f"--sentence_task must be one of {SENTENCE_TASKS}, got {o.sentence_task!r}"
+        )
     if o.train_batch_size % (replicas * o.gradient_accumulation_steps):
         raise SettingsError(
             f"--train_batch_size={o.train_batch_size} must divide evenly over "
