@@ -127,13 +127,17 @@ def train_vocabulary(s: StudySettings, train_text: str) -> dict:
         train_text,
         os.path.join(s.work_dir, "vocab"),
         "study_spm",
-        VocabConfig(vocab_size=s.vocab_size, input_sentence_size=s.vocab_sentences),
+        VocabConfig(
+            vocab_size=s.vocab_size,
+            input_sentence_size=s.vocab_sentences,
+            num_threads=min(2, os.cpu_count() or 1),
+        ),
     )
     return {"spm_model_file": result.model_path}
 
 
 def write_records(s: StudySettings, spm_model_file: str, text: dict) -> dict:
-    """SOP and NSP records of the training and of the held-out text: each pair of one text is
+    """SOP and NSP records of the training and of the held-out text: both of one text are
     written with the same seed, so they differ only in how B and the label are chosen."""
     from data_prep import corpus, instances, pipeline
 
@@ -148,8 +152,13 @@ def write_records(s: StudySettings, spm_model_file: str, text: dict) -> dict:
                     spm_model_file=spm_model_file,
                     random_seed=seed,
                     dupe_factor=1,
+                    # SOP pairs are always two segments of one document (a one-sentence chunk
+                    # is cut at a word), not the original's random-document B for those: SOP
+                    # accuracy then measures order alone. NSP (BERT's) is unaffected by it.
                     pair=instances.PairConfig(
-                        max_seq_length=s.max_seq_length, random_next_sentence=task == "nsp"
+                        max_seq_length=s.max_seq_length,
+                        random_next_sentence=task == "nsp",
+                        single_sentence_random_doc=False,
                     ),
                     masking=instances.MaskingConfig(
                         max_predictions_per_seq=s.max_predictions_per_seq
