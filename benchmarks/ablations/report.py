@@ -97,7 +97,7 @@ def markdown(results: dict) -> str:
         "# Paper ablations at small scale (measured)",
         "",
         f"Machine: {results['machine']}. Wall time {results['wall_seconds'] / 60:.0f} min "
-        f"(this invocation). Model: E={model['embedding_size']} H={model['hidden_size']} "
+        f"(all stages). Model: E={model['embedding_size']} H={model['hidden_size']} "
         f"L={model['num_hidden_layers']}, seq {s['max_seq_length']}, batch "
         f"{s['train_batch_size']}, {s['num_train_steps']} steps, vocab {s['vocab_size']}. "
         f"Corpus: {', '.join(os.path.basename(d.rstrip('/')) for d in s['corpus_dirs'])}.",
