@@ -88,6 +88,13 @@ def test_two_runs_end_to_end_write_the_results_and_resume(tmp_path, capsys):
     sop = written["groups"]["sop"]
     assert sop["intrinsic"]["sop"]["mean"] == by_name["sop-seed1"]["intrinsic"]["sop"]
     assert sop["intrinsic"]["sop"]["std"] is None and sop["seeds"] == [1]
+    (headline,) = written["headlines"]  # the one comparison both runs make: SOP vs random init
+    assert headline["what"] == "downstream average, SOP - random init"
+    difference = (
+        by_name["sop-seed1"]["downstream"]["avg"]
+        - by_name["random_init-seed1"]["downstream"]["avg"]
+    )
+    assert headline["differences"] == [pytest.approx(difference)] and headline["seeds"] == [1]
     table = (tmp_path / "results" / "paper_ablations.md").read_text()
     assert "| sop | sop | all |" in table and "| random_init | random_init | all |" in table
     for name in written["plots"].values():

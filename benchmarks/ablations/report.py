@@ -80,6 +80,38 @@ def groups(runs: list[dict]) -> dict:
     return summary
 
 
+# (what, metric path, group a, group b): the comparisons the study is for, as differences a - b
+# between runs of the same seed (the same initial weights and record order).
+HEADLINES = (
+    ("SOP accuracy, SOP - NSP", ("intrinsic", "sop"), "sop", "nsp"),
+    ("NSP accuracy, NSP - SOP", ("intrinsic", "nsp"), "nsp", "sop"),
+    ("downstream average, SOP - random init", ("downstream", "avg"), "sop", "random_init"),
+    ("downstream average, NSP - random init", ("downstream", "avg"), "nsp", "random_init"),
+)
+
+
+def headlines(runs: list[dict]) -> list[dict]:
+    """Each headline comparison: the per-seed differences and their spread (seeds where both
+    runs exist)."""
+    by_name = {r["name"]: r for r in runs}
+    found = []
+    for what, (part, key), a, b in HEADLINES:
+        seeds = sorted(
+            int(n.rsplit("-seed", 1)[1])
+            for n in by_name
+            if n.startswith(f"{a}-seed") and f"{b}-seed{n.rsplit('-seed', 1)[1]}" in by_name
+        )
+        differences = [
+            by_name[f"{a}-seed{seed}"][part][key] - by_name[f"{b}-seed{seed}"][part][key]
+            for seed in seeds
+        ]
+        if differences:
+            found.append(
+                {"what": what, "seeds": seeds, "differences": differences, **spread(differences)}
+            )
+    return found
+
+
 def _cell(stats: dict, scale: float = 100.0) -> str:
     if stats["mean"] is None:
         return "–"
@@ -120,6 +152,18 @@ def markdown(results: dict) -> str:
             f"| {group} | {row['sentence_task']} | {row['sharing']} | {params[group] / 1e6:.2f}M "
             f"| {' | '.join(cells)} | {len(row['seeds'])} |"
         )
+    if results.get("headlines"):
+        lines += [
+            "",
+            "Headline comparisons, differences between runs of the same seed (points of %):",
+            "",
+        ]
+        for h in results["headlines"]:
+            each = ", ".join(
+                f"seed {s} {d * 100:+.1f}" for s, d in zip(h["seeds"], h["differences"])
+            )
+            std = f" ± {h['std'] * 100:.1f}" if h["std"] is not None else ""
+            lines.append(f"- {h['what']}: mean {h['mean'] * 100:+.1f}{std} ({each})")
     baselines = results.get("baselines", {})
     if "unigram_mlm_accuracy" in baselines:
         lines += [

@@ -83,8 +83,8 @@ class StudySettings:
         )
     )
     train_batch_size: int = 32
-    num_train_steps: int = 800
-    num_warmup_steps: int = 80
+    num_train_steps: int = 1000
+    num_warmup_steps: int = 100
     learning_rate: float = 0.005  # LAMB, as the demo
     log_every_steps: int = 50  # also the checkpoint interval: each curve point is that span's mean
     eval_batch_size: int = 32
