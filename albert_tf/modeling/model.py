@@ -251,6 +251,8 @@ class AlbertPretrainer(ConfiguredModel):
         self._use_dtype_policy(dtype)
         self.config = config
         self.backbone = backbone
+        # 0 drops the sentence loss: MLM alone (`albert_tf.training.sentence_task`).
+        self.sentence_loss_weight = 1.0
         self.metric_trackers = {
             name: keras.metrics.Mean(name=name)
             for name in (
@@ -284,7 +286,11 @@ class AlbertPretrainer(ConfiguredModel):
         if replicas > 1:
             weight_total = tf.distribute.get_replica_context().all_reduce("sum", weight_total)
         mlm = masked_lm_loss(y_pred["mlm_logits"], x["masked_lm_ids"], weights, weight_total)
-        rest = sentence_order_loss(y_pred["sop_logits"], x["next_sentence_labels"])
+        rest = 0.0
+        if self.sentence_loss_weight:
+            rest = self.sentence_loss_weight * sentence_order_loss(
+                y_pred["sop_logits"], x["next_sentence_labels"]
+            )
         if self.losses:
             rest = rest + ops.sum(self.losses)
         return mlm + rest / replicas

@@ -25,7 +25,7 @@ from albert_tf.io import atomic_path, write_json
 from albert_tf.modeling.model import AlbertPretrainer
 from albert_tf.output_dirs import claim_output_dir
 from albert_tf.records import UNMASKED_FEATURE_NAMES
-from albert_tf.training import record_checks
+from albert_tf.training import eval_sets, record_checks
 from albert_tf.training.distribution import is_chief
 from albert_tf.training.harness import (
     Schedule,
@@ -51,6 +51,7 @@ from albert_tf.training.pretraining_options import (
     use_xla,
     validate,
 )
+from albert_tf.training.sentence_task import apply_sentence_task, resolve_sentence_task
 
 
 # What each transformers class but AlbertForPreTraining lacks of a pretrainer.
@@ -107,13 +108,20 @@ def _run_pretraining(
     os.makedirs(work_dir, exist_ok=True)
     try:
         train_files, eval_files, skipped, masking = _checked_inputs(o, work_dir)
+        sentence_task = resolve_sentence_task(o.sentence_task, o.input_file) if o.do_train else None
         # Failures are located with the features both kinds of records share when any is unmasked.
         spec = _record_spec(o, "dynamic" if "dynamic" in masking else "static")
         # Repaired copies are read as files; otherwise the patterns, globbed once per pipeline.
         train_source = train_files if o.skip_corrupt_records else o.input_file
         eval_source = (eval_files or train_files) if o.skip_corrupt_records else None
+
+        def build_model() -> AlbertPretrainer:
+            model = AlbertPretrainer(config, dtype=dtype_policy(o.mixed_precision))
+            apply_sentence_task(model, sentence_task)  # before compile: it freezes layers
+            return model
+
         model = compile_model(
-            lambda: AlbertPretrainer(config, dtype=dtype_policy(o.mixed_precision)),
+            build_model,
             strategy,
             jit_compile=use_xla(o, strategy),
             steps_per_execution=steps_per_execution(o),
@@ -142,7 +150,11 @@ def _run_pretraining(
             )
         except ValueError as error:
             raise SettingsError(str(error)) from error
-        results = {"output_dir": o.output_dir, "resumed_from": checkpoints.latest()}
+        results = {
+            "output_dir": o.output_dir,
+            "resumed_from": checkpoints.latest(),
+            "sentence_task": sentence_task,
+        }
         if o.skip_corrupt_records:
             results["skipped_records"] = skipped  # per input file, only those with any
         if not step and (o.init_checkpoint or o.hf_model):
@@ -154,8 +166,8 @@ def _run_pretraining(
                 )
             results["global_step"] = step
             if o.do_eval:
-                results["eval"] = evaluate(
-                    model, o, step, work_dir if chief else None, eval_source, masking[1]
+                results["eval"] = eval_sets.evaluate_sets(
+                    evaluate, model, o, step, work_dir if chief else None, eval_source, masking[1]
                 )
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as failure:
             # `fit` stops at the failure without running another callback: no checkpoint of
@@ -234,7 +246,11 @@ def _checked_inputs(
     """
     reads_train = o.do_train or (o.do_eval and not o.eval_input_file)
     train = list_input_files(o.input_file) if reads_train else []
-    held_out = list_input_files(o.eval_input_file) if o.do_eval and o.eval_input_file else []
+    held_out = (
+        list_input_files(eval_sets.all_patterns(o.eval_input_file))
+        if o.do_eval and o.eval_input_file
+        else []
+    )
     train_masking = _resolve_masking(o, train, o.masking) if train else None
     # Held-out records are read as they are: fixed masks keep evaluations comparable whatever
     # the training records hold, so --masking speaks for the training records only.

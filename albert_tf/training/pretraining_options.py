@@ -10,6 +10,8 @@ from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.records import MASKING_MODES
 from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, setting
 
+SENTENCE_TASKS = ("auto", "sop", "nsp", "none")
+
 
 @dataclasses.dataclass
 class PretrainingOptions:
@@ -21,7 +23,11 @@ class PretrainingOptions:
         help="Where checkpoints, summaries and the model are written.", path=OUTPUT_DIR
     )
     eval_input_file: str | None = setting(
-        None, "Held-out TFRecords for --do_eval (the original evaluated on training data)."
+        None,
+        "Held-out TFRecords for --do_eval (the original evaluated on training data). Several "
+        "record sets scored apart, e.g. SOP and NSP records of the same text: "
+        "name=glob,name=glob (sop=heldout_sop.tfrecord,nsp=heldout_nsp.tfrecord); the results "
+        "give each set's metrics and the MLM, SOP and NSP accuracy.",
     )
     init_checkpoint: str | None = setting(
         None, "Initial weights: an original TF1 checkpoint (prefix or directory) or a .keras."
@@ -86,6 +92,14 @@ class PretrainingOptions:
         "skipped_records. Without it a bad record stops the run with one line naming file, "
         "record and byte offset.",
     )
+    sentence_task: str = setting(
+        "auto",
+        "The sentence loss trained beside MLM. auto: the records' (SOP, or NSP when data prep "
+        "wrote them with --random_next_sentence, per its .summary.json beside them; SOP without "
+        "one); sop / nsp: the same, checked against that summary; none: MLM alone from the same "
+        "records (the pooler and sentence head stay untrained, in the checkpoints as always).",
+        choices=SENTENCE_TASKS,
+    )
     # Masked or unmasked records (see `input_pipeline.pretraining_dataset`); the masking of
     # unmasked ones: the original `create_pretraining_data.py` flags and defaults. `masking`
     # is that of `input_file`; `eval_input_file` is always detected.
@@ -139,6 +153,10 @@ def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -
         raise SettingsError(f"--masked_lm_prob must be in [0, 1], got {o.masked_lm_prob}")
     if o.ngram < 1:
         raise SettingsError(f"--ngram must be >= 1, got {o.ngram}")
+    if o.sentence_task not in SENTENCE_TASKS:
+        raise SettingsError(
+            f"--sentence_task must be one of {SENTENCE_TASKS}, got {o.sentence_task!r}"
+        )
     if o.train_batch_size % (replicas * o.gradient_accumulation_steps):
         raise SettingsError(
             f"--train_batch_size={o.train_batch_size} must divide evenly over "

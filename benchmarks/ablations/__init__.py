@@ -1,0 +1,1 @@
+"""The paper-ablation study behind `benchmarks/paper_ablations.py`."""
