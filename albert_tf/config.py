@@ -18,6 +18,20 @@ SHARING_MODES = ("all", "attention", "ffn", "none")
 # "gelu" is the original's: the tanh approximation (transformers calls it "gelu_new"). "gelu_erf"
 # is the exact erf form, which transformers configs name plain "gelu"; the original has no such name.
 ACTIVATIONS = ("gelu", "gelu_erf", "relu", "tanh", "linear")
+# The sizes of the network, each a positive int; with `hidden_act` and `sharing` they decide what
+# a model computes from its weights.
+SIZE_FIELDS = (
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_hidden_groups",
+    "num_attention_heads",
+    "intermediate_size",
+    "inner_group_num",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
 
 
 @dataclasses.dataclass
@@ -54,19 +68,7 @@ class AlbertConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first inconsistent field."""
-        positive = (
-            "vocab_size",
-            "embedding_size",
-            "hidden_size",
-            "num_hidden_layers",
-            "num_hidden_groups",
-            "num_attention_heads",
-            "intermediate_size",
-            "inner_group_num",
-            "max_position_embeddings",
-            "type_vocab_size",
-        )
-        for name in positive:
+        for name in SIZE_FIELDS:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"AlbertConfig.{name} must be a positive int, got {value!r}")

@@ -33,7 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags, logging
 
 from benchmarks.machine import describe as describe_machine
-from pipelines.demo_pipeline import DemoSettings, train_vocabulary
+from pipelines.demo_pipeline import DemoSettings, small_run_options, train_vocabulary
 
 FLAGS = flags.FLAGS
 flags.DEFINE_list("seeds", ["1", "2"], "Training seeds (init, shuffling and dynamic masks).")
@@ -76,21 +76,13 @@ def _pretrain(s: DemoSettings, records: dict, arm: str, seed: int, work_dir: str
     from albert_tf.config import AlbertConfig
     from albert_tf.training.distribution import build_strategy
     from albert_tf.training.pretraining import run_pretraining
-    from albert_tf.training.pretraining_options import PretrainingOptions
 
-    options = PretrainingOptions(
+    options = small_run_options(
+        s,
         input_file=records[arm],
         eval_input_file=records["heldout"],
         output_dir=os.path.join(work_dir, f"{arm}_seed{seed}"),
-        max_seq_length=s.max_seq_length,
-        max_predictions_per_seq=s.max_predictions_per_seq,
-        train_batch_size=s.train_batch_size,
-        eval_batch_size=s.eval_batch_size,
-        learning_rate=s.learning_rate,
-        num_train_steps=s.num_train_steps,
-        num_warmup_steps=s.num_warmup_steps,
         save_checkpoints_steps=s.num_train_steps,
-        max_eval_steps=s.max_eval_steps,
         do_eval=True,
         log_every_steps=max(1, s.num_train_steps // 5),
         shuffle_buffer=2000,

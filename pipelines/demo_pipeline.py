@@ -27,6 +27,48 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO_ROOT / "data_prep" / "sample_corpus"
 
 
+# The small ALBERT of the demo (and of the benchmarks that train like it): 4 layers of width 128,
+# all parameters shared, E=64.
+SMALL_MODEL = dict(
+    embedding_size=64,
+    hidden_size=128,
+    num_hidden_layers=4,
+    num_attention_heads=2,
+    intermediate_size=512,
+    max_position_embeddings=128,
+)
+# A tiny one, for tests and smoke runs: seconds a step's worth.
+TINY_MODEL = dict(
+    embedding_size=16,
+    hidden_size=32,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=64,
+    max_position_embeddings=128,
+)
+# What a small pretraining run takes from its settings by name (`small_run_options`).
+SMALL_RUN_FIELDS = (
+    "max_seq_length",
+    "max_predictions_per_seq",
+    "train_batch_size",
+    "eval_batch_size",
+    "learning_rate",
+    "num_train_steps",
+    "num_warmup_steps",
+    "max_eval_steps",
+)
+
+
+def small_run_options(sizes, **settings):
+    """`PretrainingOptions` of a small run: the `SMALL_RUN_FIELDS` of `sizes` (a `DemoSettings`
+    or a benchmark's settings with those fields), then `settings`."""
+    from albert_tf.training.pretraining_options import PretrainingOptions
+
+    return PretrainingOptions(
+        **{name: getattr(sizes, name) for name in SMALL_RUN_FIELDS}, **settings
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class DemoSettings:
     """Sizes of the demo run; `quick()` is a smaller variant for tests."""
@@ -41,16 +83,7 @@ class DemoSettings:
     # All-shared and factorized (E=64 < H=128): per step of 32 on 2 CPU cores, ~0.35 s with AMX and
     # ~0.75 s with AVX2 only; 450 steps keep the whole demo under 10 minutes on the latter while the
     # held-out MLM accuracy ends ~1.7x the unigram baseline and SOP above chance.
-    model: dict = dataclasses.field(
-        default_factory=lambda: dict(
-            embedding_size=64,
-            hidden_size=128,
-            num_hidden_layers=4,
-            num_attention_heads=2,
-            intermediate_size=512,
-            max_position_embeddings=128,
-        )
-    )
+    model: dict = dataclasses.field(default_factory=lambda: dict(SMALL_MODEL))
     train_batch_size: int = 32
     num_train_steps: int = 450
     num_warmup_steps: int = 45
@@ -74,14 +107,7 @@ class DemoSettings:
             train_files=str(SAMPLE_CORPUS / "train" / "pg11.txt"),
             vocab_size=1000,
             dupe_factor=1,
-            model=dict(
-                embedding_size=16,
-                hidden_size=32,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=64,
-                max_position_embeddings=128,
-            ),
+            model=dict(TINY_MODEL),
             num_train_steps=20,
             num_warmup_steps=2,
             save_checkpoints_steps=10,
@@ -148,24 +174,16 @@ def pretrain(s: DemoSettings, spm_vocab_size: int, records: dict) -> dict:
     from albert_tf.config import AlbertConfig
     from albert_tf.training.distribution import build_strategy
     from albert_tf.training.pretraining import run_pretraining
-    from albert_tf.training.pretraining_options import PretrainingOptions
 
     config = AlbertConfig(vocab_size=spm_vocab_size, **s.model)
     config_path = os.path.join(s.output_dir, "albert_config.json")
     config.to_json_file(config_path)
-    options = PretrainingOptions(
+    options = small_run_options(
+        s,
         input_file=records["train"]["tfrecord"],
         eval_input_file=records["heldout"]["tfrecord"],
         output_dir=os.path.join(s.output_dir, "pretraining"),
-        max_seq_length=s.max_seq_length,
-        max_predictions_per_seq=s.max_predictions_per_seq,
-        train_batch_size=s.train_batch_size,
-        eval_batch_size=s.eval_batch_size,
-        learning_rate=s.learning_rate,
-        num_train_steps=s.num_train_steps,
-        num_warmup_steps=s.num_warmup_steps,
         save_checkpoints_steps=s.save_checkpoints_steps,
-        max_eval_steps=s.max_eval_steps,
         do_eval=True,
         log_every_steps=max(1, s.num_train_steps // 30),
         shuffle_buffer=2000,

@@ -9,7 +9,7 @@ The model fields have the same names in both. transformers' `gelu_new` is the or
 from __future__ import annotations
 
 from albert_tf.checkpoints.hf_format import HfFolder, HfFormatError
-from albert_tf.config import AlbertConfig
+from albert_tf.config import SIZE_FIELDS, AlbertConfig
 
 HF_EXTRA = "huggingface"  # the `AlbertConfig.extra` key holding config.json's other fields
 # transformers' activation name -> ours; anything else is refused by name.
@@ -21,23 +21,15 @@ HF_ACTIVATIONS = {
     "linear": "linear",
 }
 OUR_ACTIVATIONS = {ours: theirs for theirs, ours in HF_ACTIVATIONS.items()}
+# The fields transformers' config.json holds under our names.
 MODEL_FIELDS = (
-    "vocab_size",
-    "embedding_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_hidden_groups",
-    "num_attention_heads",
-    "intermediate_size",
-    "inner_group_num",
-    "max_position_embeddings",
-    "type_vocab_size",
+    *SIZE_FIELDS,
     "hidden_dropout_prob",
     "attention_probs_dropout_prob",
     "initializer_range",
 )
 # The fields that decide what a model computes from its weights (the rest: training only).
-SHAPE_FIELDS = (*MODEL_FIELDS[:10], "hidden_act", "sharing")
+SHAPE_FIELDS = (*SIZE_FIELDS, "hidden_act", "sharing")
 LAYER_NORM_EPS = 1e-12  # the original's, hard-coded
 # What transformers' AlbertConfig writes by default, for models that never came from it.
 HF_DEFAULTS = {

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from benchmarks.ablations.settings import GLUE_TASKS, TASK_METRIC, RunSpec, StudySettings
+from pipelines.demo_pipeline import small_run_options
 
 
 def albert_config(s: StudySettings, run: RunSpec, vocab_size: int):
@@ -40,27 +41,19 @@ def pretrain(s: StudySettings, run: RunSpec, records: dict, vocab_size: int) -> 
 
     from albert_tf.training.distribution import build_strategy
     from albert_tf.training.pretraining import run_pretraining
-    from albert_tf.training.pretraining_options import PretrainingOptions
 
     keras.backend.clear_session()
     keras.utils.set_random_seed(run.seed)  # the initial weights
     trains = run.sentence_task != "random_init"
     output_dir = os.path.join(s.work_dir, "runs", run.name, "pretraining")
-    options = PretrainingOptions(
+    options = small_run_options(
+        s,
         input_file=records["train"][run.records]["path"],
         eval_input_file=eval_input_file(records),
         output_dir=output_dir,
-        max_seq_length=s.max_seq_length,
-        max_predictions_per_seq=s.max_predictions_per_seq,
-        train_batch_size=s.train_batch_size,
-        eval_batch_size=s.eval_batch_size,
-        learning_rate=s.learning_rate,
-        num_train_steps=s.num_train_steps,
-        num_warmup_steps=s.num_warmup_steps,
         save_checkpoints_steps=s.log_every_steps,
         keep_checkpoint_max=2,
         log_every_steps=s.log_every_steps,
-        max_eval_steps=s.max_eval_steps,
         do_train=trains,
         do_eval=True,
         shuffle_buffer=2000,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from pipelines.demo_pipeline import SMALL_MODEL, TINY_MODEL
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 SAMPLE_CORPUS = REPO_ROOT / "data_prep" / "sample_corpus"
 GLUE_DIR = REPO_ROOT / "benchmarks" / "data" / "glue"
@@ -72,16 +74,7 @@ class StudySettings:
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
     # All parameters shared (sharing "all"; the Table 4 runs override it), E = 128.
-    model: dict = dataclasses.field(
-        default_factory=lambda: dict(
-            embedding_size=128,
-            hidden_size=128,
-            num_hidden_layers=4,
-            num_attention_heads=2,
-            intermediate_size=512,
-            max_position_embeddings=128,
-        )
-    )
+    model: dict = dataclasses.field(default_factory=lambda: dict(SMALL_MODEL, embedding_size=128))
     train_batch_size: int = 32
     num_train_steps: int = 1000
     num_warmup_steps: int = 100
@@ -106,14 +99,7 @@ class StudySettings:
             vocab_size=400,
             max_seq_length=64,
             max_predictions_per_seq=10,
-            model=dict(
-                embedding_size=16,
-                hidden_size=32,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=64,
-                max_position_embeddings=64,
-            ),
+            model=dict(TINY_MODEL, max_position_embeddings=64),
             train_batch_size=8,
             num_train_steps=4,
             num_warmup_steps=1,
