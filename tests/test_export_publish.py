@@ -201,7 +201,11 @@ def test_a_full_disk_ends_in_one_line_with_nothing_left_behind(tmp_path):
     assert list(keep.iterdir()) == []  # the staging directory and the output directory are gone
 
 
-@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "stop",
+    [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)],  # one path, two signals
+    ids=["SIGTERM", "SIGINT"],
+)
 def test_a_signal_ends_in_one_line_and_removes_the_staging_directory(stop, tmp_path):
     out = tmp_path / "out"
     status, output, _ = hostile.interrupt_when(

@@ -217,6 +217,7 @@ def test_pretraining_goes_on_from_a_folder_with_its_config(tmp_path):
     assert_outputs_are_transformers("pretraining", model)
 
 
+@pytest.mark.slow  # a whole export; the folder's head check and loading are tested apart
 def test_export_serves_a_classifier_folder_with_its_tokenizer_and_labels(tmp_path, spiece):
     folder = two_label_classifier(tmp_path, spiece)
     out = tmp_path / "export"

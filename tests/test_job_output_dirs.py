@@ -84,6 +84,7 @@ def test_pretraining_is_refused_while_another_job_holds_its_output_dir(tmp_path)
     assert os.listdir(tmp_path / "run") == []
 
 
+@pytest.mark.slow  # two CLI processes; test_output_dirs.py holds the lock between two processes
 def test_a_second_pretraining_run_into_a_live_runs_output_dir_is_refused(tmp_path):
     args = cli_args(tmp_path)
     state = tmp_path / "run" / "checkpoints" / "checkpoint"

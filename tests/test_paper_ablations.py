@@ -51,6 +51,9 @@ def stage_files(work_dir: pathlib.Path) -> dict[str, float]:
     return {str(p): p.stat().st_mtime for p in (work_dir / "stages").rglob("*.json")}
 
 
+# ~30 s: the study's pieces are tested apart (run selection here, the library in
+# test_sentence_task.py); this end-to-end run is for `-m slow`.
+@pytest.mark.slow
 def test_two_runs_end_to_end_write_the_results_and_resume(tmp_path, capsys):
     settings = StudySettings.tiny(
         str(tmp_path / "work"),

@@ -313,6 +313,7 @@ def test_squad_v1_defaults_to_the_question_answerers_length():
     assert default_max_seq_length(head("classifier", 512), True, None, 128) == 128
 
 
+@pytest.mark.slow  # the export CLI end to end; the library's export is tested above
 def test_cli_labels_from_the_bundle_and_metadata_off(tmp_path):
     """`pipelines/export.py` reads the label names beside `--keras_model`; with
     `--tflite_metadata=false` the file has none."""

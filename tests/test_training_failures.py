@@ -208,6 +208,7 @@ def test_fine_tuning_stopped_by_ctrl_c_keeps_whole_checkpoints(tmp_path):
     assert checkpoints_left(out) and hidden_files(out) == []
 
 
+@pytest.mark.slow  # the same one-line ending as every other CLI's, tested above
 def test_checkpoint_conversion_on_a_full_disk_or_into_a_read_only_directory(tmp_path):
     def convert(output: pathlib.Path) -> list[str]:
         return python(
