@@ -21,6 +21,7 @@ re-run reuses every finished stage under --work_dir. English Wikipedia text is C
 Wikipedia's contributors (converted to plain text by WikiExtractor; see shared/data/README.md).
 """
 
+import importlib.util
 import os
 import pathlib
 import sys
@@ -76,13 +77,18 @@ def main(argv):
     del argv
     from benchmarks.ablations.study import run_study
 
+    if importlib.util.find_spec("matplotlib") is None:  # checked now, not after the whole study
+        raise app.UsageError(
+            "the study's plots need matplotlib: pip install -r requirements-dev.txt"
+        )
+
     settings = settings_from_flags()
     try:
         selected = select_runs(study_runs(settings.seeds), FLAGS.runs)
     except ValueError as error:
         raise app.UsageError(str(error)) from error
-    _cli.exit_on_bad_input(lambda: run_study(settings, selected, describe_machine()))
+    run_study(settings, selected, describe_machine())
 
 
 if __name__ == "__main__":
-    _cli.run(main, tensorflow=True)
+    _cli.run_task(main, tensorflow=True)

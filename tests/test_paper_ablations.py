@@ -6,6 +6,8 @@ import json
 import os
 import pathlib
 import statistics
+import subprocess
+import sys
 
 import pytest
 
@@ -103,12 +105,30 @@ def test_two_runs_end_to_end_write_the_results_and_resume(tmp_path, capsys):
     for name in written["plots"].values():
         assert (tmp_path / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
-    # Again: every stage is reused (no stage file rewritten), the same rows come out.
+    # Again, through the CLI with the same settings as flags: every stage is reused (no stage
+    # file rewritten), the same rows come out.
     before = stage_files(tmp_path / "work")
-    again = run_study(settings, selected, "test machine")
+    again = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "paper_ablations.py"),
+            "--size=tiny",
+            f"--work_dir={tmp_path / 'work'}",
+            f"--results_dir={tmp_path / 'results'}",
+            f"--glue_dir={GLUE_FIXTURES}",
+            "--max_train_text_mb=0.1",
+            "--runs=random_init-seed1,sop-seed1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "(2 finished earlier)" in again.stdout
     assert stage_files(tmp_path / "work") == before
-    assert "(2 finished earlier)" in capsys.readouterr().out
-    assert again["runs"] == results["runs"]
+    rewritten = json.loads((tmp_path / "results" / "paper_ablations.json").read_text())
+    assert rewritten["runs"] == written["runs"]
     assert not any(
         name.startswith(".") for _, _, files in os.walk(tmp_path / "results") for name in files
     )
