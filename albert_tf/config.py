@@ -95,6 +95,7 @@ class AlbertConfig:
 
     @property
     def head_size(self) -> int:
+        """Width of one attention head."""
         return self.hidden_size // self.num_attention_heads
 
     def group_of_layer(self, layer_index: int) -> int:
@@ -144,7 +145,7 @@ class AlbertConfig:
         """ALBERT v2 shapes: `base`, `large`, `xlarge`, `xxlarge` (dropout 0, as the v2 release).
 
         xlarge uses 16 heads, as TF-Hub, Hugging Face and keras-hub do; the json inside the v2
-        tarball reportedly says 32 (google-research/albert#180). Heads change no weight shape.
+        tarball reportedly says 32. Heads change no weight shape.
         """
         if name not in PRESETS:
             raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")

@@ -126,12 +126,12 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[str]:
     try:
         with naming_failed_writes(path):
             yield temp
-        if os.path.isdir(temp):
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            os.replace(temp, path)
-        else:
-            replace_synced(temp, path)
+            if os.path.isdir(temp):
+                if os.path.isdir(path):
+                    shutil.rmtree(path)
+                os.replace(temp, path)
+            else:
+                replace_synced(temp, path)
     except BaseException:
         if os.path.isdir(temp):
             shutil.rmtree(temp, ignore_errors=True)

@@ -10,7 +10,8 @@ filesystems) or the path is not local (`gs://`), the job goes on after a warning
 `remove_leftovers` deletes what a killed earlier run left in the folders a job is about to write:
 the hidden temporaries of `albert_tf.io`'s writers and of TensorFlow's checkpoint writers (see
 `is_leftover`), with one log line giving their number and size. Only while holding the lock: a
-live job's temporaries look the same. `claim_output_dir` does both.
+live job's temporaries look the same, so where the directory could not be locked they stay (a
+warning says how many). `claim_output_dir` does both.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ class OutputInUseError(OSError):
 
 
 # This process's locks: {(st_dev, st_ino): [descriptor, depth]}. A process may claim a directory
-# it already holds (an export into its own fine-tuning output_dir): flock would refuse it, as the
-# second descriptor is another open file.
+# it already holds (SQuAD fine-tuning holds its output_dir, then its training loop claims it):
+# flock would refuse it, as the second descriptor is another open file.
 _held: dict[tuple[int, int], list[int]] = {}
 _held_guard = threading.Lock()
 
@@ -81,8 +82,9 @@ if hasattr(os, "register_at_fork"):
 
 
 @contextlib.contextmanager
-def lock_output_dir(directory: str | os.PathLike) -> Iterator[None]:
-    """Holds `directory` (created if missing) for this job until the block ends.
+def lock_output_dir(directory: str | os.PathLike) -> Iterator[bool]:
+    """Holds `directory` (created if missing) for this job until the block ends; yields whether
+    it is locked (False where it cannot be: a remote path, a filesystem without flock).
 
     Raises `OutputInUseError` at once when another process holds it. A directory this call created
     is removed again if the block leaves it empty (a job refused by its settings leaves nothing).
@@ -97,13 +99,13 @@ def lock_output_dir(directory: str | os.PathLike) -> Iterator[None]:
             "%s cannot be locked here: make sure no other job writes there at the same time",
             directory,
         )
-        yield
+        yield False
         return
     created = not os.path.isdir(directory)
     os.makedirs(directory, exist_ok=True)
     key = _acquire(directory)
     try:
-        yield
+        yield key is not None
     finally:
         if key is not None:
             _release(key, directory if created else None)
@@ -272,8 +274,24 @@ def claim_output_dir(
     if not writes or not directory:
         yield
         return
-    with lock_output_dir(directory):
+    with lock_output_dir(directory) as locked:
         if "://" not in directory:
             folders = [directory, *(os.path.join(directory, s) for s in subfolders)]
-            remove_leftovers(p for folder in folders for p in find_leftovers(folder))
+            found = [p for folder in folders for p in find_leftovers(folder)]
+            if locked:
+                remove_leftovers(found)
+            else:
+                keep_unclaimed_leftovers(found)
         yield
+
+
+def keep_unclaimed_leftovers(paths: list[str]) -> None:
+    """Warns that `paths`, which look like a killed run's temporaries, stay: in a directory that
+    could not be locked they may be a live job's."""
+    if paths:
+        logging.warning(
+            "kept %d hidden file(s) or folder(s) that look left by a killed run (e.g. %s): "
+            "without a lock they may be another job's; remove them once no job writes there",
+            len(paths),
+            paths[0],
+        )

@@ -269,6 +269,6 @@ def _write_summary(path: str, summary: dict) -> None:
     if "://" not in path:
         write_summary(path, summary)
         return
-    temp = _hidden(path, f"{uuid.uuid4().hex[:12]}.tmp")
+    temp = _hidden(path, f"beam-{uuid.uuid4().hex[:12]}")  # a leftover the next run deletes
     write_bytes(json.dumps(summary, indent=2).encode(), temp)
     FileSystems.rename([temp], [path])

@@ -19,6 +19,7 @@ from albert_tf.io import TEMPORARY_NAME, replace_synced
 from albert_tf.output_dirs import (
     OutputInUseError,
     find_leftovers,
+    keep_unclaimed_leftovers,
     lock_output_dir,
     remove_leftovers,
 )
@@ -97,20 +98,26 @@ def claim_outputs(outputs: Sequence[str], summary: str, remove: bool = True) -> 
     The lock is per directory: two jobs into one directory, even under other names, are refused.
     """
     with contextlib.ExitStack() as stack:
+        unlocked = set()
         for directory in sorted(names_by_directory(outputs)):
             try:
-                stack.enter_context(lock_output_dir(directory))
+                if not stack.enter_context(lock_output_dir(directory)):
+                    unlocked.add(directory)
             except OutputInUseError as e:
                 raise OutputError(str(e)) from e
             except OSError as e:
                 message = f"cannot write output {e.filename or directory}: {e.strerror or e}"
                 raise OutputError(message) from e
         if remove:
-            found = []
+            found, kept = [], []
             for directory, names in names_by_directory([*outputs, summary]).items():
                 if "://" not in directory:
-                    found += find_leftovers(directory, functools.partial(is_leftover, names=names))
+                    leftovers = find_leftovers(
+                        directory, functools.partial(is_leftover, names=names)
+                    )
+                    (kept if directory in unlocked else found).extend(leftovers)
             remove_leftovers(found)
+            keep_unclaimed_leftovers(kept)
         yield
 
 

@@ -1,7 +1,8 @@
 """What every CLI in `pipelines/` shares: a quiet TensorFlow start-up and short log lines.
 
 Import this module before anything that imports TensorFlow, and start the CLI with
-`_failures.run_task(main)` (which runs `_cli.run(main)`) instead of `app.run(main)`.
+`_cli.run_task(main)` (which runs `_cli.run(main)` inside `_failures`' one-line endings) instead
+of `app.run(main)`.
 
 What the user sees:
   * Log lines are `HH:MM:SS message` (`HH:MM:SS WARNING message` for warnings and errors), and

@@ -6,7 +6,7 @@ a default: None). A field whose type is itself a settings dataclass (data prep's
 fields' flags. Nothing here imports TensorFlow.
 
     define_flags(FinetuneConfig)                     # at import, before absl parses argv
-    apply_recipe(RECIPES["mrpc"], FinetuneConfig)    # in main: explicit flags win
+    apply_recipe(RECIPES["mrpc"])                    # in main: explicit flags win
     config = config_from_flags(FinetuneConfig)
 """
 

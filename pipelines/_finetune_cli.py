@@ -86,7 +86,7 @@ def define_flags(cli: FinetuneCli) -> None:
     flags.mark_flags_as_required(list(cli.required))
 
 
-def _check_flags(cli: FinetuneCli, argv: list[str]) -> None:
+def _check_flags(argv: list[str]) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {argv[1:]}")
     if FLAGS.albert_hub_module_handle:
@@ -104,7 +104,7 @@ def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
             _config_flags.apply_recipe(cli.recipes[FLAGS.recipe])
         if cli.after_recipe is not None:
             cli.after_recipe(FLAGS)
-        _check_flags(cli, argv)
+        _check_flags(argv)
         _distribution_flags.note_ignored_flags(cli.ignored)
         config = _config_flags.config_from_flags(cli.config_class, **cli.given)
         _config_flags.check_output_paths(config)

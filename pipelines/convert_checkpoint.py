@@ -9,7 +9,7 @@
   Keras -> HF:   python pipelines/convert_checkpoint.py --keras_model=base.keras \
                      --output_hf=out/albert-base --spm_model_file=30k-clean.model
 
-Any source goes to any target: --tf1_checkpoint or --hf_model with --output=model.ckpt writes a
+Any source goes to any target: --keras_model or --hf_model with --output=model.ckpt writes a
 TF1 checkpoint, --tf1_checkpoint with --output_hf a transformers folder. Bad input stops with one
 line naming the file (and the tensor or config key); nothing is written under the output name.
 """

@@ -113,6 +113,7 @@ def test_both_runners_hidden_files_are_leftovers_under_their_outputs_names_only(
         ".train.tfrecord-00000-of-00002.beam-0123456789ab.pool-0-4-0a1b2c3d",
         ".train.tfrecord-00000-of-00002.beam-0123456789ab.records-1-0-0a1b2c3d",
         ".train.summary.json.tmp-host-77-0a1b2c3d",  # the summary's atomic write
+        ".train.summary.json.beam-0123456789ab",  # the summary the Beam runner writes remotely
     ]
     kept = [
         "train.tfrecord-00000-of-00002",

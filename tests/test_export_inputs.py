@@ -74,6 +74,8 @@ def test_config_checkpoint_mismatch_names_every_problem():
         (dict(max_predictions_per_seq=0), "max_predictions_per_seq=0"),
         (dict(formats=("saved_model", "onnx")), "formats must be"),
         (dict(version=0), "version must be a positive int"),
+        (dict(num_verification_examples=0), "num_verification_examples must be a positive int"),
+        (dict(latency_runs=-1), "latency_runs must be a positive int"),
         (dict(formats=("tflite_int8",)), "tflite_int8: calibrated on real inputs"),
         (dict(spm_model_file=str(SPM)), "has 30000 pieces but the model's vocab_size is 300"),
     ],

@@ -1,5 +1,6 @@
 """Fine-tuning: recipes, config resolution, and the CLI end to end on GLUE fixtures."""
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -86,6 +87,10 @@ def test_config_checks_and_resolution(tmp_path, tiny_config_file):
         init_checkpoint=str(tmp_path / "init.keras"),
     )
     assert finetuning.resolve_albert_config(from_keras) == AlbertConfig(**TINY)
+    (tmp_path / "other.keras").write_bytes(b"not a zip archive")
+    other = dataclasses.replace(from_keras, init_checkpoint=str(tmp_path / "other.keras"))
+    with pytest.raises(ValueError, match="other.keras: not a .keras file of this library"):
+        finetuning.resolve_albert_config(other)
     release = FIXTURES / "original_checkpoints" / "albert_tiny_shared"  # albert_config.json beside
     beside = finetuning.FinetuneConfig(
         "rte",

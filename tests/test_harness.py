@@ -24,7 +24,7 @@ def test_mixed_precision_settings_name_keras_dtype_policies():
 
 
 @dataclasses.dataclass
-class FinetuneSettings:
+class LoopSizes:
     save_checkpoints_steps: int = 3
     train_batch_size: int = 8
     log_every_steps: int = 1
@@ -34,7 +34,7 @@ def test_schedule_of_pretraining_and_fine_tuning_settings():
     options = PretrainingOptions("x", "y", gradient_accumulation_steps=4, log_every_steps=10)
     assert harness.Schedule.of(options, 50) == harness.Schedule(50, 5000, 4096, 10, 4)
     shown = {"accuracy": "acc"}
-    schedule = harness.Schedule.of(FinetuneSettings(), 7, shown_metrics=shown)
+    schedule = harness.Schedule.of(LoopSizes(), 7, shown_metrics=shown)
     assert schedule == harness.Schedule(7, 3, 8, 1, 1, shown)
 
 

@@ -126,6 +126,9 @@ def test_sharded_checkpoints_load_and_a_missing_shard_is_named(tmp_path):
     sharded, single = load_hf_model(path), load_hf_model(HF / "albert_tiny_groups")
     for key, value in tf1_weights(single).items():
         np.testing.assert_array_equal(tf1_weights(sharded)[key], value, err_msg=key)
+    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": list(keys)}))
+    assert "weight_map is a list, not an object" in refusal(path)
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
     (path / "model-00002-of-00002.safetensors").unlink()
     assert "model.safetensors.index.json: " in refusal(path)
     assert "its shard model-00002-of-00002.safetensors is not in the folder" in refusal(path)

@@ -105,7 +105,8 @@ def test_a_forked_child_does_not_keep_its_parents_lock(tmp_path):
 def test_the_holding_process_may_claim_again_and_an_unused_new_directory_goes(tmp_path):
     out = tmp_path / "new" / "run"
     with lock_output_dir(out):
-        with lock_output_dir(out):  # e.g. an export into the job's own output_dir
+        with lock_output_dir(out) as locked:  # e.g. SQuAD's loop claiming its task's dir
+            assert locked
             assert out.is_dir()
         with pytest.raises(OutputInUseError):  # still held after the inner block
             with multiprocessing.get_context("fork").Pool(1) as pool:
@@ -137,6 +138,13 @@ def test_a_filesystem_without_flock_or_a_remote_path_warns_and_goes_on(
     assert ran == ["local", "remote"]
     assert f"cannot lock {tmp_path / 'nfs'} (No locks available)" in caplog.text
     assert "gs://bucket/run cannot be locked here" in caplog.text
+
+    # Unlocked, what looks left by a killed run may be a live job's: it stays, with a warning.
+    (tmp_path / "nfs" / "ckpt-4_temp").mkdir(parents=True)
+    with caplog.at_level(logging.WARNING):
+        with claim_output_dir(tmp_path / "nfs"):
+            assert (tmp_path / "nfs" / "ckpt-4_temp").is_dir()
+    assert "kept 1 hidden file(s) or folder(s)" in caplog.text
 
 
 def test_leftover_names_are_those_of_killed_writers_only():

@@ -298,6 +298,10 @@ def test_settings_from_the_fine_tuning_bundle(tmp_path):
     (tmp_path / "classifier_info.json").write_text("{not json")
     with pytest.raises(ValueError, match="classifier_info.json: not a readable"):
         settings_beside(model)
+    for wrong in (["0", "1"], {"labels": "01"}):
+        (tmp_path / "classifier_info.json").write_text(json.dumps(wrong))
+        with pytest.raises(ValueError, match="classifier_info.json: not a classifier info file"):
+            settings_beside(model)
 
 
 def test_squad_v1_defaults_to_the_question_answerers_length():

@@ -226,6 +226,8 @@ def _sharded_table(index: str) -> dict[str, tuple[str, str, tuple[int, ...]]]:
     try:
         with open(index, encoding="utf-8") as f:
             weight_map = json.load(f)["weight_map"]
+        if not isinstance(weight_map, dict):
+            raise TypeError(f"weight_map is a {type(weight_map).__name__}, not an object")
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         raise HfFormatError(f"{index}: not a safetensors index with a weight_map ({e})") from None
     directory, headers, table = os.path.dirname(index), {}, {}

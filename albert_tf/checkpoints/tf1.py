@@ -230,7 +230,8 @@ def save_tf1_checkpoint(model, path: str | os.PathLike, global_step: int | None 
             shape_and_slices=[""] * len(names),
             tensors=tensors,
         )
-        for filename in os.listdir(staging):
+        # The index last: a prefix whose .index exists has its data files in place.
+        for filename in sorted(os.listdir(staging), key=lambda f: f.endswith(".index")):
             os.replace(os.path.join(staging, filename), os.path.join(directory, filename))
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -184,6 +184,7 @@ class ExportJob:
 
     @property
     def thresholds(self) -> ParityThresholds:
+        """The int8 parity gates of the export config."""
         return self.config.thresholds
 
 
@@ -286,13 +287,6 @@ REGISTRY: dict[str, FormatSpec] = {
         TFLITE_INT8_INTEGER_ONLY,
     )
 }
-
-
-def format_spec(name: str) -> FormatSpec:
-    """The registered spec of `name`; ValueError naming the registered formats otherwise."""
-    if name not in REGISTRY:
-        raise ValueError(f"formats must be a non-empty subset of {tuple(REGISTRY)}, got {name!r}")
-    return REGISTRY[name]
 
 
 def format_of(artifact: str) -> FormatSpec:

@@ -82,6 +82,8 @@ class HeadSpec:
         text_models: (head, export config, tokenizer, assets, staging, artifacts) -> {artifact:
             staged path}: builds and verifies the head's own text-in SavedModels in place of the
             generic ones; None: the generic ones.
+        summary: one line on what the head serves (`export.py --help`); default: its entry in
+            `head_kinds.HEAD_KINDS`.
     """
 
     name: str

@@ -99,6 +99,9 @@ class ExportConfig:
                 f"max_predictions_per_seq={self.max_predictions_per_seq} must be in "
                 f"[1, max_seq_length={self.max_seq_length}]"
             )
+        for name in ("num_verification_examples", "num_calibration_examples", "latency_runs"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
         if self.qa is not None:
             self.qa.validate(self.max_seq_length)
         if calibrated := [f for f in self.formats if formats.REGISTRY[f].calibrated]:
@@ -254,6 +257,11 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
         if head.spec.adapt_examples is not None:  # the head's own inputs, made from these
             verification = head.spec.adapt_examples(head.model, verification)
             calibration = head.spec.adapt_examples(head.model, calibration)
+        if not export_data.num_examples(verification):
+            raise ValueError(
+                f"{source}: no example to verify on (none fits max_seq_length="
+                f"{config.max_seq_length}?)"
+            )
         logging.info(
             "Verifying on %d examples from %s", export_data.num_examples(verification), source
         )

@@ -3,7 +3,8 @@
 `serving_default(question, context)` (string [B] each, contexts of any length) runs the Python
 path (`read_squad_examples` -> `convert_examples_to_features` -> model -> `postprocess_v1/v2`)
 in-graph: `qa_offsets` tokenizes each context and maps its pieces back to context characters,
-`qa_windows` builds the windows, the SQuAD model scores them all in one batch, and `qa_answers`
+`qa_windows` builds the windows, the SQuAD model scores them a step of windows at a time
+(`qa_scoring`), and `qa_answers`
 keeps the n-best lists. Outputs per question: `answer` (string), `score` (start + end score of the
 best span), `probability` (its softmax share of the n-best list) and the list itself
 (`nbest_text`, `nbest_score`, `nbest_probability` [B, n_best_size], `nbest_size`); v2 adds

@@ -65,6 +65,7 @@ def check_squad_v1(model: keras.Model) -> None:
 
 
 def squad_v1_default(model: keras.Model, features: dict) -> dict:
+    """SQuAD v1's `serving_default`: start and end logits [B, T] of the three ids."""
     outputs = model(_backbone(features), training=False)
     return {"start_logits": outputs["start_logits"], "end_logits": outputs["end_logits"]}
 
@@ -84,11 +85,14 @@ def _sequence_output(model: keras.Model, features: dict):
 
 
 def squad_v2_default(model: keras.Model, features: dict) -> dict:
+    """SQuAD v2's `serving_default`: the beam search's outputs and the answer-class logit."""
     outputs = model({k: features[k] for k in V2_INPUTS}, training=False)
     return {k: outputs[k] for k in (*V2_BEAM, "cls_logits")}
 
 
 def squad_v2_logits(model: keras.Model, features: dict) -> dict:
+    """SQuAD v2's `logits` signature (a client's own top-k): start logits [B, T] before
+    p_mask, and the answer-class logit."""
     sequence_output = _sequence_output(model, features)
     start_logits = model.head.start_logits(sequence_output)
     start_probs = ops.softmax(mask_logits(start_logits, features[P_MASK]), axis=-1)
@@ -99,6 +103,8 @@ def squad_v2_logits(model: keras.Model, features: dict) -> dict:
 
 
 def squad_v2_end_logits(model: keras.Model, features: dict) -> dict:
+    """SQuAD v2's `end_logits` signature: end logits [B, k, T] before p_mask, for the k
+    `start_positions` a client chose."""
     sequence_output = _sequence_output(model, features)
     index = ops.expand_dims(ops.cast(features[START_POSITIONS], "int32"), -1)
     start_states = ops.take_along_axis(sequence_output, index, axis=1)
@@ -120,6 +126,7 @@ def check_race(model: keras.Model) -> None:
 
 
 def race_default(model: keras.Model, features: dict) -> dict:
+    """RACE's `serving_default`: one logit per choice [B, C]."""
     return {"logits": model(_backbone(features), training=False)["logits"]}
 
 

@@ -7,7 +7,7 @@ its op list is checked again after conversion. The registered ones (`formats.REG
 activations quantized on the fly); `tflite_int8` (static int8: the matmuls' weights and activations
 in int8, their activation ranges calibrated on representative examples; the ops LiteRT's CPU engine
 cannot run in int8 stay float); `tflite_int8_integer_only` (every op int8, for integer-only
-accelerators). Both int8 ones take int32 ids in and give float32 outputs.
+accelerators). All int8 ones take int32 ids in and give float32 outputs.
 """
 
 from __future__ import annotations

@@ -68,10 +68,16 @@ def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
             "hf_model (its config.json is then the model config)"
         )
     elif config.init_checkpoint and config.init_checkpoint.endswith(".keras"):
-        with zipfile.ZipFile(config.init_checkpoint) as archive:
-            albert_config = AlbertConfig.from_dict(
-                json.loads(archive.read("config.json"))["config"]["albert_config"]
-            )
+        try:
+            with zipfile.ZipFile(config.init_checkpoint) as archive:
+                albert_config = AlbertConfig.from_dict(
+                    json.loads(archive.read("config.json"))["config"]["albert_config"]
+                )
+        except (zipfile.BadZipFile, KeyError, TypeError, ValueError) as e:
+            raise ValueError(
+                f"init_checkpoint={config.init_checkpoint}: not a .keras file of this library "
+                f"with an albert_config ({type(e).__name__}: {e})"
+            ) from None
     else:
         if config.init_checkpoint:
             base = config.init_checkpoint

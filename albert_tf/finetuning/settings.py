@@ -5,6 +5,7 @@ TensorFlow: the CLIs define their flags from here."""
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, setting
 
@@ -38,9 +39,9 @@ class FinetuneSettings:
 
     albert_config_file: str | None = setting(
         None,
-        "albert_config.json of the model. Optional when --init_checkpoint is a .keras file or a "
-        "TF1 checkpoint with albert_config.json beside it, or for scoring an --output_dir that "
-        "training wrote.",
+        "albert_config.json of the model. Optional with --hf_model (its config.json), when "
+        "--init_checkpoint is a .keras file or a TF1 checkpoint with albert_config.json beside "
+        "it, or for scoring an --output_dir that training wrote.",
     )
     init_checkpoint: str | None = setting(
         None,
@@ -91,7 +92,10 @@ class FinetuneSettings:
             self.spm_model_file = resolve_spm_model_file(self.spm_model_file, self.hf_model)
             self.do_lower_case = resolve_do_lower_case(self.do_lower_case, self.hf_model)
         if not self.spm_model_file:
-            held = f" ({self.hf_model} holds none)" if self.hf_model else ""
+            held = ""
+            if self.hf_model:
+                found = os.path.isdir(self.hf_model)
+                held = f" ({self.hf_model} {'holds none' if found else 'is not a folder'})"
             raise ValueError(
                 "no SentencePiece model: give spm_model_file, or an hf_model folder holding "
                 f"spiece.model{held}"

@@ -67,8 +67,9 @@ class Task(Protocol):
         """A freshly initialised model (backbone + this task's head) whose layers compute with
         the Keras dtype policy `dtype` (e.g. "mixed_bfloat16"; None: Keras's global policy)."""
 
-    def initialize(self, model: keras.Model, checkpoint: str) -> None:
-        """Loads a pretrained (backbone only) or fine-tuned checkpoint before training."""
+    def initialize(self, model: keras.Model, checkpoint: str) -> bool:
+        """Loads a pretrained (backbone only) or fine-tuned checkpoint before training; True when
+        the checkpoint held the task's head too (a fine-tuned one)."""
 
     def load(self, model: keras.Model, checkpoint: str) -> None:
         """Loads a checkpoint holding every weight of `model` (the loop's own, or a release's)."""

@@ -63,7 +63,7 @@ class ConfigLayer(keras.layers.Layer):
     """A layer built from an `AlbertConfig`, which it serialises for `.keras` files.
 
     Its sublayers take its dtype policy (`dtype=self.dtype_policy`): a model's precision is the
-    `dtype` it passes to its layers, never Keras's global policy.
+    `dtype` it passes to its layers (None: Keras's global policy, read once when it is built).
     """
 
     def __init__(self, config: AlbertConfig, **kwargs):

@@ -58,8 +58,8 @@ class PretrainingOptions:
     keep_checkpoint_max: int = setting(5, "Checkpoints kept.")
     iterations_per_loop: int = setting(
         1000,
-        "Steps per device loop (Keras steps_per_execution; capped to divide "
-        "--save_checkpoints_steps and --log_every_steps).",
+        "Steps per device loop (Keras steps_per_execution; at most --log_every_steps and "
+        "cut to divide --save_checkpoints_steps).",
     )
     max_eval_steps: int = setting(100, "Eval batches.")
     do_train: bool = setting(True, "Train.")
@@ -200,7 +200,8 @@ def use_xla(options: PretrainingOptions, strategy) -> bool:
 
 
 def steps_per_execution(options: PretrainingOptions) -> int:
-    # Must divide an epoch (= one checkpoint interval) so saves land on exact steps.
+    """Keras `steps_per_execution`: `iterations_per_loop`, at most `log_every_steps`, cut to
+    divide a checkpoint interval (Keras's epoch) so that saves land on exact steps."""
     micro_steps = options.save_checkpoints_steps * options.gradient_accumulation_steps
     return math.gcd(min(options.iterations_per_loop, options.log_every_steps), micro_steps)
 

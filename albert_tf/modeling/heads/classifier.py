@@ -112,7 +112,7 @@ class AlbertClassifier(AlbertTask):
             num_labels, seed=seed, dtype=backbone.dtype_policy, name=HEAD_NAME
         )
         to_probabilities = (
-            keras.layers.Identity(dtype=backbone.dtype_policy, name="probabilities")
+            keras.layers.Identity(dtype="float32", name="probabilities")
             if regression
             else keras.layers.Softmax(name="probabilities", dtype="float32")
         )
