@@ -24,6 +24,8 @@ PATH_KINDS = (OUTPUT_FILE, OUTPUT_DIR)
 MIXED_PRECISIONS = ("none", "bf16", "fp16")
 # The original optimizers (`--optimizer`): `albert_tf.training.optimization` builds them.
 OPTIMIZERS = ("adamw", "lamb")
+# tf.distribute strategies (`--strategy`): `albert_tf.training.distribution` builds them.
+STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
 
 
 def setting(

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from absl import app, flags, logging
 
-from albert_tf.settings import MIXED_PRECISIONS
+from albert_tf.settings import MIXED_PRECISIONS, STRATEGIES
 
-# tf.distribute strategies (those of `albert_tf.training.distribution.STRATEGIES`, named here so
-# that defining the flags does not import TensorFlow).
-STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
 # The original scripts' flags that only tuned TF1 Estimator/TPU internals: accepted, ignored.
 IGNORED_ORIGINAL_FLAGS = ("iterations_per_loop", "num_tpu_cores", "use_einsum")
 

@@ -198,3 +198,16 @@ def test_hf_model_is_a_flag_wherever_initial_weights_are(script):
     assert found["hf_model"][:2] == ("", True)  # no default: a transformers folder when given
     if script != "export.py":
         assert found["init_checkpoint"][:2] == ("", True)
+
+
+def test_each_choice_list_is_what_the_library_builds():
+    """The TF-free choice lists the flags offer name exactly what the library builds from them."""
+    from albert_tf import settings
+    from albert_tf.training import harness, optimization
+    from data_prep.beam_stages import UNWRITABLE
+    from pipelines._failures import RESOURCE_ERRORS
+
+    assert set(settings.MIXED_PRECISIONS) == set(harness.MIXED_PRECISION_POLICIES)
+    assert set(settings.OPTIMIZERS) == set(optimization._OPTIMIZERS)
+    # What Beam's workers count as unwritable is what a CLI ends on in one line.
+    assert set(UNWRITABLE) == set(RESOURCE_ERRORS)

@@ -185,6 +185,7 @@ class Staging:
         created = not os.path.isdir(output_dir)
         os.makedirs(output_dir, exist_ok=True)
         self._created_output_dir = created
+        self.path, self._fd = None, None
         try:
             with _locked(output_dir):
                 running = clean_leftovers(output_dir, name)
@@ -193,6 +194,10 @@ class Staging:
                 self._fd = os.open(self.path, os.O_RDONLY)
                 _lock(self._fd, blocking=True)
         except BaseException:
+            if self._fd is not None:
+                os.close(self._fd)
+            if self.path is not None:
+                shutil.rmtree(self.path, ignore_errors=True)
             self._remove_created_output_dir()
             raise
         self.publish = os.path.join(self.path, PUBLISH)

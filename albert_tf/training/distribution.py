@@ -9,7 +9,7 @@ import socket
 import tensorflow as tf
 from absl import logging
 
-STRATEGIES = ("auto", "tpu", "mirrored", "multi_worker", "one_device")
+from albert_tf.settings import STRATEGIES
 
 
 class TPUUnavailableError(RuntimeError):
