@@ -39,7 +39,14 @@ class InputError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class CorpusConfig:
-    """How input files become documents."""
+    """How input files become documents.
+
+    Args:
+        every field is one flag of data prep, its help text in its `setting`.
+
+    Example:
+        CorpusConfig(input_format="paragraphs")
+    """
 
     input_format: str = setting(
         "sentences",

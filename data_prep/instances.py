@@ -50,6 +50,12 @@ class PairConfig:
     of one sentence gets B from a random other document and label 1. False instead cuts the sentence at a
     random word start into an ordinary SOP pair (swapped with probability 0.5); a one-token sentence then
     gives no instance.
+
+    Args:
+        every field is one flag of data prep, its help text in its `setting`.
+
+    Example:
+        PairConfig(max_seq_length=128, random_next_sentence=True)  # NSP records
     """
 
     max_seq_length: int = setting(512, "Maximum sequence length.")
@@ -69,7 +75,14 @@ class PairConfig:
 
 @dataclasses.dataclass(frozen=True)
 class MaskingConfig:
-    """Masked-LM settings (the original flags: names, defaults)."""
+    """Masked-LM settings (the original flags: names, defaults).
+
+    Args:
+        every field is one flag of data prep, its help text in its `setting`.
+
+    Example:
+        MaskingConfig(max_predictions_per_seq=20, ngram=3)
+    """
 
     masked_lm_prob: float = setting(0.15, "Masked LM probability.")
     max_predictions_per_seq: int = setting(

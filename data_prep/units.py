@@ -53,6 +53,14 @@ class DataPrepConfig:
 
     `masking_mode` is one of `MASKING_MODES`. Under "dynamic" a `dupe_factor` above 1 only adds
     pairings (the CLI defaults it to 1 there); `masking` is recorded for the trainer, not applied.
+
+    Args:
+        every field is one flag, its help text in its `setting`
+        (`create_pretraining_data.py --help`); `pair`, `masking`, `corpus` group theirs.
+
+    Example:
+        config = DataPrepConfig(input_file="corpus/*.txt", output_file="train.tfrecord",
+                                spm_model_file="30k-clean.model")
     """
 
     input_file: str = setting(help="Input text files: comma-separated globs (.gz allowed).")

@@ -71,7 +71,15 @@ def small_run_options(sizes, **settings):
 
 @dataclasses.dataclass(frozen=True)
 class DemoSettings:
-    """Sizes of the demo run; `quick()` is a smaller variant for tests."""
+    """Sizes of the demo run; `quick()` is a smaller variant for tests.
+
+    Args:
+        output_dir: where every stage writes; the other fields: the data, model and training
+            sizes, each commented where it is not obvious.
+
+    Example:
+        run(DemoSettings.quick("/tmp/demo"))
+    """
 
     output_dir: str = str(REPO_ROOT / "runs" / "demo")
     train_files: str = str(SAMPLE_CORPUS / "train" / "*.txt")
@@ -102,6 +110,7 @@ class DemoSettings:
 
     @classmethod
     def quick(cls, output_dir: str) -> "DemoSettings":
+        """A tiny run of every stage, in under a minute: for tests."""
         return cls(
             output_dir=output_dir,
             train_files=str(SAMPLE_CORPUS / "train" / "pg11.txt"),
@@ -133,6 +142,7 @@ def _stage(settings: DemoSettings, name: str, work) -> dict:
 
 
 def train_vocabulary(s: DemoSettings) -> dict:
+    """Stage 1: the SentencePiece model of the training text; its paths and size."""
     from data_prep.vocab import VocabConfig, train_vocab
 
     result = train_vocab(
@@ -145,6 +155,7 @@ def train_vocabulary(s: DemoSettings) -> dict:
 
 
 def create_records(s: DemoSettings, spm_model_file: str) -> dict:
+    """Stage 2: training and held-out TFRecords of masked SOP pairs; their paths and counts."""
     from data_prep import corpus, instances, pipeline
 
     outputs = {}
@@ -171,6 +182,7 @@ def create_records(s: DemoSettings, spm_model_file: str) -> dict:
 
 
 def pretrain(s: DemoSettings, spm_vocab_size: int, records: dict) -> dict:
+    """Stage 3: pretraining (resumed where it stopped) and the held-out evaluation."""
     from albert_tf.config import AlbertConfig
     from albert_tf.training.distribution import build_strategy
     from albert_tf.training.pretraining import run_pretraining
@@ -219,6 +231,7 @@ def unigram_baseline(s: DemoSettings, train_pattern: str, eval_pattern: str) -> 
 
 
 def export(s: DemoSettings, pretrained: dict, spm_model_file: str, heldout: str) -> dict:
+    """Stage 4: the SavedModel and TFLite files of the pretrained model, verified."""
     import shutil
 
     from albert_tf.export import ExportConfig, export_model, load_serving_head

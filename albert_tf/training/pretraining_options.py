@@ -16,7 +16,15 @@ SENTENCE_TASKS = ("auto", "sop", "nsp", "none")
 @dataclasses.dataclass
 class PretrainingOptions:
     """Settings of a run; names and defaults are the original `run_pretraining.py` flags (each
-    field is that flag: `pipelines/pretrain.py` defines them from here)."""
+    field is that flag: `pipelines/pretrain.py` defines them from here).
+
+    Args:
+        every field is one flag, its help text in its `setting` (`pretrain.py --help`).
+
+    Example:
+        options = PretrainingOptions(input_file="train.tfrecord", output_dir="out",
+                                     albert_config_file="albert_config.json", do_train=True)
+    """
 
     input_file: str = setting(help="Comma-separated globs of training TFRecords.")
     output_dir: str = setting(

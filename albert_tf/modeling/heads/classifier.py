@@ -24,7 +24,17 @@ HEAD_INIT_STDDEV = 0.02  # hard-coded in the original, not `initializer_range`
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertClassifierHead(keras.layers.Layer):
-    """Dropout, then `pooled · output_weightsᵀ + output_bias`; float32 logits [B, num_labels]."""
+    """Dropout, then `pooled · output_weightsᵀ + output_bias`; float32 logits [B, num_labels].
+
+    Args:
+        num_labels: the classes (1: a regression score).
+        dropout_rate: the original's fixed 0.1 before the dense layer, in training only.
+        seed: seeds the weights' initializer and the dropout.
+
+    Example:
+        head = AlbertClassifierHead(3, name="classifier")
+        logits = head(pooled_output)  # [B, 3]
+    """
 
     def __init__(
         self, num_labels: int, dropout_rate: float = HEAD_DROPOUT, seed: int | None = None, **kwargs
