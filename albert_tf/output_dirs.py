@@ -208,7 +208,7 @@ def remove_leftovers(paths: Iterable[str]) -> tuple[int, int]:
     count = size = 0
     removed = []
     for path in paths:
-        nbytes = _size(path)
+        nbytes = disk_size(path)
         try:
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
@@ -235,7 +235,8 @@ def describe_removed(count: int, nbytes: int, paths: list[str]) -> str:
     )
 
 
-def _size(path: str) -> int:
+def disk_size(path: str) -> int:
+    """Bytes of a file, or of every file under a directory (what cannot be read counts 0)."""
     if not os.path.isdir(path) or os.path.islink(path):
         with contextlib.suppress(OSError):
             return os.lstat(path).st_size

@@ -17,7 +17,6 @@ import dataclasses
 from collections.abc import Callable, Mapping
 
 import keras
-import numpy as np
 
 from albert_tf.checkpoints.tf1 import load_tf1_checkpoint
 from albert_tf.export import task_signatures as task
@@ -186,15 +185,8 @@ def _check_classifier(model: keras.Model) -> None:
         f"{model.name} is no classifier: called on dict(input_ids, input_mask, "
         "segment_ids) it must return a dict with `probabilities` [batch, classes]"
     )
-    try:
-        outputs = model({k: np.zeros((1, 4), np.int32) for k in BACKBONE_INPUTS}, training=False)
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{requirement}; it raised {type(e).__name__}: {e}") from None
-    if (
-        not isinstance(outputs, dict)
-        or "probabilities" not in outputs
-        or len(outputs["probabilities"].shape) != 2
-    ):
+    outputs = task.probe_outputs(model, (1, 4), requirement)
+    if "probabilities" not in outputs or len(outputs["probabilities"].shape) != 2:
         raise ValueError(requirement)
 
 

@@ -31,6 +31,7 @@ from albert_tf.export.app_metadata import AppMetadataSettings
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa_text import QaSettings
 from albert_tf.export.savedmodel import ServingHead
+from albert_tf.output_dirs import disk_size
 from albert_tf.text.tokenization import AlbertTokenizer
 
 # Checked on every export with a tokenizer, whatever the data: empty, accented, digit-comma,
@@ -193,18 +194,12 @@ def _report(config: ExportConfig, head: ServingHead, verification, calibration, 
     }
 
 
-def _size_bytes(path: str) -> int:
-    if os.path.isfile(path):
-        return os.path.getsize(path)
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
-
-
 def _build(job: formats.ExportJob, specs, staging: publish.Staging, places: dict) -> None:
     """Builds every format, then stages each artifact that passed at its final place."""
     for spec in specs:
         for key, built in spec.build(job, spec).items():
             record = job.artifacts[key]
-            record.setdefault("size_bytes", _size_bytes(built))
+            record.setdefault("size_bytes", disk_size(built))
             if not record["failures"]:
                 staging.stage(places[key], built)
                 record["path"] = places[key]

@@ -42,7 +42,9 @@ def _backbone(features: dict) -> dict:
     return {k: features[k] for k in BACKBONE_INPUTS}
 
 
-def _probe_outputs(model: keras.Model, shape: tuple, requirement: str, extra=()) -> dict:
+def probe_outputs(model: keras.Model, shape: tuple, requirement: str, extra=()) -> dict:
+    """`model`'s outputs on zero ids of `shape`; ValueError stating `requirement` (and what the
+    model raised) when it cannot take them or returns no dict."""
     inputs = {k: np.zeros(shape, np.int32) for k in (*BACKBONE_INPUTS, *extra)}
     try:
         outputs = model(inputs, training=False)
@@ -59,7 +61,7 @@ def check_squad_v1(model: keras.Model) -> None:
         f"{model.name} is no SQuAD v1.1 model: called on dict(input_ids, input_mask, "
         "segment_ids) it must return a dict with `start_logits` and `end_logits` [batch, seq]"
     )
-    outputs = _probe_outputs(model, (1, 4), requirement)
+    outputs = probe_outputs(model, (1, 4), requirement)
     if any(k not in outputs or len(outputs[k].shape) != 2 for k in ("start_logits", "end_logits")):
         raise ValueError(requirement)
 
@@ -120,7 +122,7 @@ def check_race(model: keras.Model) -> None:
         "[batch, choices]"
     )
     choices = getattr(model, "num_choices", RACE_NUM_CHOICES)
-    outputs = _probe_outputs(model, (1, choices, 4), requirement)
+    outputs = probe_outputs(model, (1, choices, 4), requirement)
     if "logits" not in outputs or tuple(outputs["logits"].shape) != (1, choices):
         raise ValueError(requirement)
 
