@@ -10,7 +10,7 @@ are run with every seed (the headline comparisons: SOP vs NSP on SOP accuracy; p
 random init downstream), the other rows with the first. Results: benchmarks/results/
 paper_ablations.json, .md (the table beside the paper's figures) and three PNG plots.
 
-    # the study (about 90 minutes on 2 idle cores): the Gutenberg novels and English Wikipedia
+    # the study (about an hour on 2 idle cores): the Gutenberg novels and English Wikipedia
     python benchmarks/paper_ablations.py \
         --corpus_dir=../shared/data/corpus/gutenberg,../shared/data/corpus/enwiki_2015
     python benchmarks/paper_ablations.py --runs=sop,nsp          # a subset (groups or run names)

@@ -28,8 +28,8 @@ DATA_SECONDS_PER_MB = 3.75
 # What any stage costs however small the model: TensorFlow tracing the steps, building the model.
 MIN_STAGE_SECONDS = 8.0
 # Wall seconds per CPU-second on the idle machine, where TensorFlow keeps both cores partly busy:
-# at low load a pretraining step took 0.22-0.26 s for 0.39 CPU-s, a fine-tune 0.77x its CPU time.
-WALL_PER_CPU_SECOND = 0.7
+# the whole default study took 57 min wall at low load for the 100 CPU-min these costs add up to.
+WALL_PER_CPU_SECOND = 0.57
 
 
 def _log(message: str) -> None:
