@@ -261,11 +261,16 @@ def _human(nbytes: int) -> str:
 
 @contextlib.contextmanager
 def claim_output_dir(
-    directory: str | os.PathLike, subfolders: Iterable[str] = (), writes: bool = True
+    directory: str | os.PathLike,
+    subfolders: Iterable[str] = (),
+    writes: bool = True,
+    other_writers: bool = False,
 ) -> Iterator[None]:
     """`lock_output_dir(directory)` for the block, then `remove_leftovers` of what a killed run
     left in `directory` and in its `subfolders`. With `writes=False` (a multi-worker job's other
-    workers, which write elsewhere) nothing is locked or removed.
+    workers) nothing is locked or removed. Temporaries of a live process on this host are never
+    removed; with `other_writers` (the job's other workers write there too, e.g. the SQuAD
+    feature caches) neither are those written from another host, which cannot be checked.
 
     Example:
         with claim_output_dir(o.output_dir, ("checkpoints",), writes=is_chief(strategy)):
@@ -278,12 +283,38 @@ def claim_output_dir(
     with lock_output_dir(directory) as locked:
         if "://" not in directory:
             folders = [directory, *(os.path.join(directory, s) for s in subfolders)]
-            found = [p for folder in folders for p in find_leftovers(folder)]
+            found = [
+                p
+                for folder in folders
+                for p in find_leftovers(folder)
+                if not _maybe_being_written(os.path.basename(p), other_writers)
+            ]
             if locked:
                 remove_leftovers(found)
             else:
                 keep_unclaimed_leftovers(found)
         yield
+
+
+# The writer that `albert_tf.io`'s temporary names carry: host and process id.
+_TEMPORARY_WRITER = re.compile(r"\.tmp-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}(?:\.[A-Za-z0-9]+)?")
+
+
+def _maybe_being_written(name: str, other_hosts_write: bool) -> bool:
+    """Whether the temporary `name` may belong to a live writer: its process runs on this host,
+    or (with `other_hosts_write`) it was written from another host."""
+    writer = _TEMPORARY_WRITER.fullmatch(name[name.find(".tmp-") :]) if ".tmp-" in name else None
+    if writer is None:
+        return False
+    if writer["host"] != socket.gethostname():
+        return other_hosts_write
+    try:
+        os.kill(int(writer["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # alive under another user / not a pid here
+        return True
+    return True
 
 
 def keep_unclaimed_leftovers(paths: list[str]) -> None:

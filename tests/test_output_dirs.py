@@ -6,6 +6,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -196,3 +197,21 @@ def test_claim_removes_leftovers_in_the_named_subfolders_and_skips_other_workers
     with claim_output_dir(tmp_path, ("checkpoints",)):
         assert sorted(os.listdir(tmp_path)) == ["checkpoints"]
         assert os.listdir(tmp_path / "checkpoints") == []
+
+
+def test_a_live_writers_temporaries_stay_and_a_dead_ones_go(tmp_path):
+    """A multi-worker job's workers write into the chief's directory while it claims it: what a
+    live process on this host is writing is never removed, nor, with `other_writers`, what another
+    host may be writing; a dead process's temporaries are."""
+    host = socket.gethostname()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], stdout=-1)
+    dead_pid = int(ended.stdout)
+    live = tmp_path / f".train.tf_record.tmp-{host}-{os.getpid()}-0a1b2c3d"
+    dead = tmp_path / f".train.tf_record.tmp-{host}-{dead_pid}-0a1b2c3d"
+    remote = tmp_path / ".predict.tf_record.tmp-other-host-7-0a1b2c3d"
+    for path in (live, dead, remote):
+        path.write_text("x")
+    with claim_output_dir(tmp_path, other_writers=True):
+        assert live.exists() and remote.exists() and not dead.exists()
+    with claim_output_dir(tmp_path):  # one process writes here: another host's is a leftover
+        assert live.exists() and not remote.exists()

@@ -190,7 +190,9 @@ def run(
     if do_predict:
         task.check_predict_inputs()  # fail before hours of training
     chief = strategy is None or is_chief(strategy)
-    with claim_output_dir(config.output_dir, (TRAIN_STATE_DIR,), writes=chief):
+    with claim_output_dir(
+        config.output_dir, (TRAIN_STATE_DIR,), writes=chief, other_writers=is_multi_worker(strategy)
+    ):
         return _run(task, albert_config, do_train, do_eval, do_predict, strategy, checkpoint)
 
 

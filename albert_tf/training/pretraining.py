@@ -24,7 +24,7 @@ from albert_tf.io import atomic_path, write_json
 from albert_tf.modeling.model import AlbertPretrainer
 from albert_tf.output_dirs import claim_output_dir
 from albert_tf.training import eval_sets, record_checks
-from albert_tf.training.distribution import is_chief
+from albert_tf.training.distribution import is_chief, is_multi_worker
 from albert_tf.training.harness import (
     Schedule,
     TrainStateCheckpoints,
@@ -83,7 +83,12 @@ def run_pretraining(
     first removes what a killed run left there (`albert_tf.output_dirs.claim_output_dir`).
     """
     validate(options, config, strategy.num_replicas_in_sync)
-    with claim_output_dir(options.output_dir, _SUBFOLDERS, writes=is_chief(strategy)):
+    with claim_output_dir(
+        options.output_dir,
+        _SUBFOLDERS,
+        writes=is_chief(strategy),
+        other_writers=is_multi_worker(strategy),
+    ):
         return _run_pretraining(options, config, strategy)
 
 
