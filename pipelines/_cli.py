@@ -15,6 +15,9 @@ What the user sees:
     shows TensorFlow's start-up exactly as it prints it. TFLite still prints one line of its own
     when its first interpreter starts (`INFO: Created TensorFlow Lite XNNPACK delegate for CPU.`)
     and one per calibrated int8 conversion (`fully_quantize: 0, ...`): no setting hides those.
+    Nor one error-level line TensorFlow logs on CPUs it turns oneDNN's custom ops on for (e.g. AMD
+    Zen 4) when an int64 op first runs (`util.cc:131] oneDNN supports DT_INT64 only on platforms
+    with AVX-512. Falling back to the default Eigen-based implementation`): harmless, Eigen runs it.
   * Python warnings known to be harmless (`HARMLESS_WARNINGS`) are not shown.
 """
 
