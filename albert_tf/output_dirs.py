@@ -301,13 +301,17 @@ _TEMPORARY_WRITER = re.compile(r"\.tmp-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}(?:\
 
 
 def _maybe_being_written(name: str, other_hosts_write: bool) -> bool:
-    """Whether the temporary `name` may belong to a live writer: its process runs on this host,
-    or (with `other_hosts_write`) it was written from another host."""
+    """Whether the temporary `name` may belong to a live writer: another process that runs on
+    this host, or (with `other_hosts_write`) one on another host. This process has no write
+    under way while it claims a directory: a temporary with its pid is a killed run's whose pid
+    came round again (a restarted container's)."""
     writer = _TEMPORARY_WRITER.fullmatch(name[name.find(".tmp-") :]) if ".tmp-" in name else None
     if writer is None:
         return False
     if writer["host"] != socket.gethostname():
         return other_hosts_write
+    if int(writer["pid"]) == os.getpid():
+        return False
     try:
         os.kill(int(writer["pid"]), 0)
     except ProcessLookupError:

@@ -206,12 +206,19 @@ def test_a_live_writers_temporaries_stay_and_a_dead_ones_go(tmp_path):
     host = socket.gethostname()
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], stdout=-1)
     dead_pid = int(ended.stdout)
-    live = tmp_path / f".train.tf_record.tmp-{host}-{os.getpid()}-0a1b2c3d"
-    dead = tmp_path / f".train.tf_record.tmp-{host}-{dead_pid}-0a1b2c3d"
-    remote = tmp_path / ".predict.tf_record.tmp-other-host-7-0a1b2c3d"
-    for path in (live, dead, remote):
-        path.write_text("x")
-    with claim_output_dir(tmp_path, other_writers=True):
-        assert live.exists() and remote.exists() and not dead.exists()
-    with claim_output_dir(tmp_path):  # one process writes here: another host's is a leftover
-        assert live.exists() and not remote.exists()
+    writer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        live = tmp_path / f".train.tf_record.tmp-{host}-{writer.pid}-0a1b2c3d"
+        dead = tmp_path / f".train.tf_record.tmp-{host}-{dead_pid}-0a1b2c3d"
+        mine = tmp_path / f".eval.json.tmp-{host}-{os.getpid()}-0a1b2c3d"  # pid came round
+        remote = tmp_path / ".predict.tf_record.tmp-other-host-7-0a1b2c3d"
+        for path in (live, dead, mine, remote):
+            path.write_text("x")
+        with claim_output_dir(tmp_path, other_writers=True):
+            assert live.exists() and remote.exists()
+            assert not dead.exists() and not mine.exists()
+        with claim_output_dir(tmp_path):  # one process writes here: another host's is a leftover
+            assert live.exists() and not remote.exists()
+    finally:
+        writer.kill()
+        writer.wait()
