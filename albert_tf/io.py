@@ -76,8 +76,8 @@ def _temp_name(name: str) -> str:
 
 
 # Every name `_temp_name` makes (with an extension after it, as `atomic_path` adds), matched
-# whole: what a writer killed before its rename leaves behind.
-TEMPORARY_NAME = re.compile(r"\..+\.tmp-.+-\d+-[0-9a-f]{8}(\.[A-Za-z0-9]+)?")
+# whole: what a writer killed before its rename leaves behind; `host` and `pid` name the writer.
+TEMPORARY_NAME = re.compile(r"\..+\.tmp-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}(\.[A-Za-z0-9]+)?")
 
 
 def make_temporary_dir(path: str | os.PathLike) -> str:

@@ -296,16 +296,12 @@ def claim_output_dir(
         yield
 
 
-# The writer that `albert_tf.io`'s temporary names carry: host and process id.
-_TEMPORARY_WRITER = re.compile(r"\.tmp-(?P<host>.+)-(?P<pid>\d+)-[0-9a-f]{8}(?:\.[A-Za-z0-9]+)?")
-
-
 def _maybe_being_written(name: str, other_hosts_write: bool) -> bool:
     """Whether the temporary `name` may belong to a live writer: another process that runs on
     this host, or (with `other_hosts_write`) one on another host. This process has no write
     under way while it claims a directory: a temporary with its pid is a killed run's whose pid
     came round again (a restarted container's)."""
-    writer = _TEMPORARY_WRITER.fullmatch(name[name.find(".tmp-") :]) if ".tmp-" in name else None
+    writer = TEMPORARY_NAME.fullmatch(name)
     if writer is None:
         return False
     if writer["host"] != socket.gethostname():

@@ -91,9 +91,9 @@ def settings_beside(keras_model: str | None, enabled: bool = True) -> AppMetadat
             info = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: not a readable classifier info file: {e}") from None
-    labels = info.get("labels") if isinstance(info, dict) else None
-    if not isinstance(info, dict) or not (
-        labels is None or (isinstance(labels, list) and all(isinstance(x, str) for x in labels))
+    labels = info.get("labels") if isinstance(info, dict) else ()
+    if labels is not None and not (
+        isinstance(labels, list) and all(isinstance(x, str) for x in labels)
     ):
         raise ValueError(f"{path}: not a classifier info file (an object with a list of labels)")
     return AppMetadataSettings(enabled, tuple(labels) if labels else None, info.get("task_name"))

@@ -101,8 +101,9 @@ class ExportConfig:
                 f"[1, max_seq_length={self.max_seq_length}]"
             )
         for name in ("num_verification_examples", "num_calibration_examples", "latency_runs"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive int, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
         if self.qa is not None:
             self.qa.validate(self.max_seq_length)
         if calibrated := [f for f in self.formats if formats.REGISTRY[f].calibrated]:
