@@ -170,6 +170,11 @@ def test_cli_eval_results_label_final_and_best(cli_run):
     assert results["best"]["metrics"]["eval_accuracy"] == best["eval_accuracy"]
     assert results["final"]["metrics"]["num_examples"] == 16
     assert "best" in results["note"] and "final" in results["note"]
+    # Beside every score, what a model that learnt nothing scores: the most frequent dev label.
+    labels = [line.rsplit("\t", 1)[1].strip() for line in (GLUE / "SST-2/dev.tsv").open()][1:]
+    majority = max(labels.count("0"), labels.count("1")) / len(labels)
+    assert results["baseline"]["eval_accuracy"] == pytest.approx(majority)
+    assert "a model that learnt nothing scores eval_accuracy=" in cli_run[1]
     # Only the best, the final and model.ckpt-best remain.
     indexes = sorted(p.name for p in out.glob("*.index"))
     assert indexes == sorted(

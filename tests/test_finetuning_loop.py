@@ -124,6 +124,7 @@ def test_loop_trains_scores_predicts_and_exports_any_task(tmp_path):
     assert [os.path.basename(p) for p in summary["checkpoints"]] == ["model.ckpt-3", "model.ckpt-6"]
     results = json.loads((out / "eval_results.json").read_text())
     assert results["task"] == "has-7" and results["selection_metric"] == "accuracy"
+    assert results["baseline"] is None  # its scorer states none: none is made up
     assert [h["step"] for h in results["history"]] == [3, 6]
     assert (out / "model.ckpt-best.index").exists()
     # Prediction and export read the best checkpoint, after the prediction inputs were checked.

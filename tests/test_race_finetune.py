@@ -124,9 +124,13 @@ def test_cli_eval_and_predict_of_the_original_checkpoint_reproduce_its_figures(d
     features = json.loads((RACE / "features_dev_seq128_qa32.json").read_text())["features"]
     labels = np.array([f["label_id"] for f in features])
     correct = expected["logits"].argmax(-1) == labels
-    metrics = json.loads((out / "eval_results.json").read_text())["final"]["metrics"]
+    results = json.loads((out / "eval_results.json").read_text())
+    metrics = results["final"]["metrics"]
     assert_close_to_scale(metrics["eval_loss"], expected["loss"], GOLDEN)
     assert metrics["eval_accuracy"] == pytest.approx(correct.mean(), rel=1e-12)
+    # Beside it, always the option most often right in this dev set.
+    majority = np.bincount(labels, minlength=4).max() / len(labels)
+    assert results["baseline"]["eval_accuracy"] == pytest.approx(majority, rel=1e-12)
     # The fixture reads middle (3 questions) before high (6).
     assert metrics["middle_num_examples"] == 3 and metrics["high_num_examples"] == 6
     assert metrics["middle_accuracy"] == pytest.approx(correct[:3].mean(), rel=1e-12)

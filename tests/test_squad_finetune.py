@@ -209,6 +209,8 @@ def test_cli_scores_every_checkpoint_and_predicts_with_the_best(trained_v1):
     out, _ = trained_v1
     results = json.loads((out / "eval_results.json").read_text())
     assert results["task"] == "squad_v1" and results["selection_metric"] == "f1"
+    # Beside the scores, the empty answer's: nothing right in v1.
+    assert results["baseline"]["exact_match"] == results["baseline"]["f1"] == 0
     assert [h["step"] for h in results["history"]] == [2, 4]
     assert results["final"]["step"] == 4
     best = max(results["history"], key=lambda h: h["f1"])  # the first of ties, as `>`

@@ -188,3 +188,31 @@ def test_race_levels_from_ids_and_bad_input():
         race.race_metrics(["high1.txt"], [4], [[0, 0, 0, 0]])
     with pytest.raises(ValueError, match="same questions"):
         race.race_metrics(["high1.txt"], [0, 1], [[0, 0, 0, 0]])
+
+
+def test_squad_baseline_is_the_empty_answer_scored_officially():
+    import gzip
+    from types import SimpleNamespace
+
+    from albert_tf.tasks.squad.scoring import SquadDevScorer
+
+    def scorer(version: str, path) -> tuple[SquadDevScorer, list]:
+        opened = gzip.open(path, "rt") if path.suffix == ".gz" else open(path)
+        with opened as f:
+            dataset = json.load(f)["data"]
+        questions = [qa for a in dataset for p in a["paragraphs"] for qa in p["qas"]]
+        inputs = SimpleNamespace(
+            dataset=dataset, examples=[SimpleNamespace(qas_id=qa["id"]) for qa in questions]
+        )
+        return SquadDevScorer(
+            f"squad_{version}", SimpleNamespace(version=version), inputs
+        ), questions
+
+    v2, questions = scorer("v2", SQUAD / "dev-v2.0-small.json")
+    unanswerable = sum(qa.get("is_impossible", False) for qa in questions) / len(questions)
+    assert 0 < unanswerable < 1
+    assert v2.baseline["exact"] == pytest.approx(100 * unanswerable)
+    assert v2.baseline["NoAns_exact"] == 100 and v2.baseline["HasAns_f1"] == 0
+    v1, _ = scorer("v1", FIXTURES / "squad" / "dev-v1.1.json.gz")
+    # A few gold answers normalise to nothing ("the"): the empty answer matches those alone.
+    assert v1.baseline["f1"] == 0 and 0 <= v1.baseline["exact_match"] < 0.1

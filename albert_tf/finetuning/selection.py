@@ -70,6 +70,11 @@ class CheckpointEvaluator:
         self._copied: str | None = None  # checkpoint last copied to model.ckpt-best
 
     @property
+    def baseline(self) -> dict | None:
+        """The scorer's trivial baseline (None for a scorer that gives none)."""
+        return getattr(self.scorer, "baseline", None)
+
+    @property
     def steps(self) -> list[int]:
         """The steps evaluated so far, in order."""
         return [entry["step"] for entry in self.history]
@@ -113,14 +118,13 @@ class CheckpointEvaluator:
         if self.best is None or _better(metrics[self.key], self.best["metrics"][self.key]):
             self.best = entry
         logging.info(
-            "step %d: %s (best %s %.4f at step %d)",
+            "step %d: %s (best %s %.4f at step %d)%s",
             step,
-            ", ".join(
-                f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()
-            ),
+            _format(metrics),
             self.key,
             self.best["metrics"][self.key],
             self.best["step"],
+            _baseline_words(self.baseline),
         )
         self._prune()
         self.write()
@@ -149,14 +153,29 @@ class CheckpointEvaluator:
             "selection_metric": self.key,
             "final": self.history[-1],
             "best": best,
+            "baseline": self.baseline,
             "note": (
                 "final = the last checkpoint evaluated; best = the checkpoint with the highest "
-                f"{self.key} on dev, which is what the original fine-tuning scripts reported"
+                f"{self.key} on dev, which is what the original fine-tuning scripts reported; "
+                "baseline = the same metrics of a model that learnt nothing"
             ),
             "history": [{"step": e["step"], **e["metrics"]} for e in self.history],
         }
         write_json(os.path.join(output_dir, EVAL_RESULTS), results)
         return results
+
+
+def _format(metrics: dict) -> str:
+    return ", ".join(
+        f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()
+    )
+
+
+def _baseline_words(baseline: dict | None) -> str:
+    if not baseline:
+        return ""
+    shown = {k: v for k, v in baseline.items() if k != "num_examples"}
+    return f"; a model that learnt nothing scores {_format(shown)}"
 
 
 def _from_json(value):

@@ -48,7 +48,9 @@ def initial_weights(settings: LoopSettings) -> str | None:
 
 
 class DevScorer(Protocol):
-    """Scores a model on a dev set; higher `selection_metric` is better."""
+    """Scores a model on a dev set; higher `selection_metric` is better. `baseline` (optional)
+    holds the same metrics of a model that learnt nothing (the majority class, a constant
+    prediction, the empty answer): logged and written beside every score."""
 
     name: str
     selection_metric: str

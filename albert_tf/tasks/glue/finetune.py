@@ -88,7 +88,7 @@ class GlueDevScorer:
 
     Example:
       scorer = GlueDevScorer("mrpc", dev_batches, dev_labels)
-      scorer.score(model)["eval_accuracy"]
+      scorer.score(model)["eval_accuracy"], scorer.baseline["eval_accuracy"]
     """
 
     name: str
@@ -98,6 +98,10 @@ class GlueDevScorer:
     def __post_init__(self):
         self.labels = np.asarray(self.labels)
         self.selection_metric = glue_metrics.selection_metric(self.name)
+        # The most frequent dev label (the mean score for STS-B): no constant guess does better.
+        self.baseline = glue_metrics.majority_baseline(
+            self.name, self.labels, self.labels, glue.get_task(self.name).num_labels
+        )
 
     def score(self, model: keras.Model) -> dict[str, float]:
         """The task's metrics of `model` on dev (`selection_metric` among them)."""

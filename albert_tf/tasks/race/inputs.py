@@ -178,6 +178,15 @@ class RaceDevScorer:
     dataset: tf.data.Dataset
     selection_metric: str = SELECTION_METRIC
 
+    @property
+    def baseline(self) -> dict[str, float]:
+        """The metrics of always choosing the option most often right in this split."""
+        labels = np.asarray(self.split.label_ids).reshape(-1).astype(np.int64)
+        logits = np.zeros((len(labels), 4))
+        logits[:, np.bincount(labels, minlength=4).argmax()] = 1.0
+        metrics = race_metrics(self.split.example_ids, labels, logits)
+        return {k: v for k, v in metrics.items() if "loss" not in k}
+
     def logits(self, model: keras.Model, what: str | None = None) -> np.ndarray:
         """Inference-mode option logits [N, 4]; `what` names the split in the progress lines
         (default: "<name> dev")."""

@@ -151,6 +151,15 @@ class SquadDevScorer:
     inputs: SquadPredictInputs
     selection_metric: str = SELECTION_METRIC
 
+    @property
+    def baseline(self) -> dict[str, float]:
+        """The official metrics of answering every question with the empty answer (v2: right on
+        every unanswerable question; v1: 0)."""
+        empty = {example.qas_id: "" for example in self.inputs.examples}
+        if self.config.version == "v1":
+            return squad_metrics.evaluate_v1(self.inputs.dataset, empty)
+        return squad_metrics.evaluate_v2(self.inputs.dataset, empty)
+
     def score(self, model: keras.Model) -> dict[str, float]:
         """The official metrics of `model`'s predictions (see `predict_squad`)."""
         return predict_squad(model, self.config, self.inputs, f"{self.name} dev")[1]
