@@ -98,31 +98,47 @@ def loss_curves(log_dir: str) -> list[dict]:
 
 def finetune(s: StudySettings, run: RunSpec, task: str, init: str, spm_model_file: str) -> dict:
     """Fine-tunes the run's model on a GLUE task (one checkpoint, at the end, scored on dev)."""
-    import keras
-
-    from albert_tf.tasks.glue import finetune as glue
-
-    keras.backend.clear_session()
     recipe = s.finetune[task]
-    output_dir = os.path.join(s.work_dir, "runs", run.name, "finetune", task)
-    config = glue.FinetuneConfig(
-        task_name=task,
-        data_dir=s.glue_dir,
-        output_dir=output_dir,
-        spm_model_file=spm_model_file,
-        init_checkpoint=init,
+    result = finetune_glue(
+        task,
+        s.glue_dir,
+        os.path.join(s.work_dir, "runs", run.name, "finetune", task),
+        init,
+        spm_model_file,
         max_seq_length=s.finetune_max_seq_length,
         train_step=recipe.train_step,
         warmup_step=recipe.warmup_step,
         learning_rate=s.finetune_learning_rate,
         train_batch_size=recipe.train_batch_size,
-        eval_batch_size=64,
-        save_checkpoints_steps=recipe.train_step,
         seed=s.finetune_seed,
-        log_every_steps=max(1, recipe.train_step // 5),
     )
-    result = glue.run(config, do_train=True, do_eval=True, do_predict=False)["eval"]["final"]
     return {"metric": TASK_METRIC[task], "value": result["metrics"][TASK_METRIC[task]]}
+
+
+def finetune_glue(
+    task: str, glue_dir: str, output_dir: str, init: str | None, spm_model_file: str, **loop
+) -> dict:
+    """One GLUE fine-tune through the GLUE task's `run` (`init`: a `.keras` or TF1 checkpoint,
+    None for the random init; `loop`: the `FinetuneConfig` sizes, rate and seed), scored on dev
+    once, at the end; returns the final evaluation (its `metrics` and `baseline`)."""
+    import keras
+
+    from albert_tf.tasks.glue import finetune as glue
+
+    keras.backend.clear_session()
+    config = glue.FinetuneConfig(
+        task_name=task,
+        data_dir=glue_dir,
+        output_dir=output_dir,
+        spm_model_file=spm_model_file,
+        init_checkpoint=init,
+        eval_batch_size=64,
+        save_checkpoints_steps=loop["train_step"],
+        log_every_steps=max(1, loop["train_step"] // 5),
+        **loop,
+    )
+    evaluation = glue.run(config, do_train=True, do_eval=True, do_predict=False)["eval"]
+    return {**evaluation["final"], "baseline": evaluation["baseline"]}
 
 
 def downstream_average(scores: dict[str, dict]) -> dict:

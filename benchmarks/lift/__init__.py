@@ -1,0 +1,1 @@
+"""The pretraining-lift study: `benchmarks/pretraining_lift.py`."""

@@ -1,0 +1,131 @@
+"""benchmarks/pretraining_lift.py: its plan of fine-tunes, the GLUE folders it writes, and at a
+tiny size the whole study end to end through the CLI (results, bundled model, a re-run that
+redoes nothing)."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.ablations.study import Stages
+from benchmarks.lift import data, study
+from benchmarks.lift.settings import REPORTED_TASKS, SEEDED_TASKS, LiftSettings
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GLUE_FIXTURES = str(ROOT / "tests/fixtures/glue")  # a few rows of each task: fast, not accurate
+
+
+def test_the_plan_fine_tunes_every_curve_point_with_every_seed(tmp_path):
+    s = LiftSettings(work_dir=str(tmp_path))
+    plan = study.finetune_plan(s)
+    curve = [p for p in plan if p["stage"] == "curve"]
+    assert {(p["task"], p["step"], p["seed"]) for p in curve} == {
+        (t, step, seed)
+        for t in SEEDED_TASKS
+        for step in (0, *s.curve_steps)
+        for seed in s.finetune_seeds
+    }
+    assert len(s.curve_steps) >= 4 and len(s.finetune_seeds) == 3
+    grid = [p for p in plan if p["stage"] == "grid"]
+    assert {p["learning_rate"] for p in grid} == set(s.learning_rates)
+    assert {p["step"] for p in grid} == {0, s.num_train_steps}
+    # The grid comes first: the rates the other fine-tunes use are chosen from it.
+    assert plan[: len(grid)] == grid
+    assert {p["task"] for p in plan if p["stage"] == "reported"} == set(REPORTED_TASKS)
+    assert len({study._name(p) for p in plan}) == len(plan)
+    assert study.estimate_seconds(s, Stages(str(tmp_path)), None) > 0
+
+
+def test_curve_steps_must_be_checkpoints(tmp_path):
+    with pytest.raises(ValueError, match="multiples of checkpoint_every"):
+        LiftSettings(work_dir=str(tmp_path), curve_steps=(1000, 3000))
+
+
+def test_glue_folders_sample_train_sets_split_dev_only_tasks_and_never_mix(tmp_path):
+    s = LiftSettings(
+        work_dir=str(tmp_path),
+        glue_dir=GLUE_FIXTURES,
+        train_rows={"sst-2": 30, "qnli": 5, "mrpc": None, "rte": None},
+    )
+    written = data.write_glue(s)
+    tasks = written["tasks"]
+    assert tasks["sst-2"]["train_rows"] == 30 and tasks["sst-2"]["eval_rows"] == 16
+    assert tasks["mrpc"]["train_rows"] == 12  # all of it
+    qnli = tmp_path / "glue" / "QNLI"
+    train = qnli.joinpath("train.tsv").read_text(encoding="utf-8").splitlines()
+    dev = qnli.joinpath("dev.tsv").read_text(encoding="utf-8").splitlines()
+    source = pathlib.Path(GLUE_FIXTURES, "QNLI", "dev.tsv").read_text(encoding="utf-8").splitlines()
+    assert train[0] == dev[0] == source[0]  # the header on both
+    assert len(train) - 1 == 5 and sorted(train[1:] + dev[1:]) == sorted(source[1:])
+    assert "not sampled for training" in tasks["qnli"]["evaluation"]
+    # The grid's split is of the train set alone: dev rows never choose a learning rate.
+    grid = tmp_path / "glue_grid" / "SST-2"
+    grid_rows = grid.joinpath("train.tsv").read_bytes().splitlines()[1:]
+    grid_rows += grid.joinpath("dev.tsv").read_bytes().splitlines()[1:]
+    train_rows = (tmp_path / "glue" / "SST-2" / "train.tsv").read_bytes().splitlines()[1:]
+    assert sorted(grid_rows) == sorted(train_rows)
+    assert data.write_glue(s) == written  # seeded: the same folders again
+
+
+def stage_files(work_dir: pathlib.Path) -> dict[str, float]:
+    return {str(p): p.stat().st_mtime for p in (work_dir / "stages").rglob("*.json")}
+
+
+def run_cli(tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "pretraining_lift.py"),
+            "--size=tiny",
+            f"--work_dir={tmp_path / 'work'}",
+            f"--results_dir={tmp_path / 'results'}",
+            f"--glue_dir={GLUE_FIXTURES}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
+
+
+# ~1.5 min on 2 cores: the pieces are tested apart above and in the library's tests.
+@pytest.mark.slow
+def test_tiny_study_end_to_end_writes_results_and_bundle_and_resumes(tmp_path):
+    first = run_cli(tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "estimate" in first.stdout and "results:" in first.stdout
+    results = json.loads((tmp_path / "results" / "pretraining_lift.json").read_text())
+    s = LiftSettings.tiny(str(tmp_path / "work"), str(tmp_path / "results"))
+    assert 0 <= results["held_out_mlm"] <= 1
+    assert [p["step"] for p in results["held_out_curve"]] == list(
+        range(0, s.num_train_steps + 1, s.checkpoint_every)
+    )
+    for task in SEEDED_TASKS:
+        lift = results["downstream"][task]
+        assert len(lift["pretrained"]) == len(lift["random_init"]) == len(s.finetune_seeds)
+        assert all(0 <= v <= 100 for v in lift["pretrained"] + lift["random_init"])
+        assert 0 < lift["baseline"] <= 100
+        assert set(results["downstream_curve"][task]) == {str(k) for k in (0, *s.curve_steps)}
+    assert set(results["reported"]) == set(REPORTED_TASKS)
+    assert "f1" in results["reported"]["mrpc"]["baseline"]
+    bundle = pathlib.Path(results["bundled_model"])
+    assert bundle == tmp_path / "results" / "bundled_model"
+    for name in ("albert_pretrainer.keras", "albert_config.json", "spiece.model", "MODEL_CARD.md"):
+        assert (bundle / name).is_file()
+    assert (
+        results["bundle"]["sample_mlm"]
+        == json.loads((bundle / "metrics.json").read_text())["sample_mlm"]
+    )
+    table = (tmp_path / "results" / "pretraining_lift.md").read_text()
+    assert "majority class" in table and "unigram" in table
+    for name in ("pretraining_lift_heldout.png", "pretraining_lift_downstream.png"):
+        assert (tmp_path / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    before = stage_files(tmp_path / "work")
+    again = run_cli(tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert stage_files(tmp_path / "work") == before  # every stage reused
+    rerun = json.loads((tmp_path / "results" / "pretraining_lift.json").read_text())
+    assert rerun["downstream"] == results["downstream"]
