@@ -119,6 +119,11 @@ def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
             for which in ("final", "best"):
                 entry = summary["eval"][which]
                 logging.info("%s checkpoint (step %d): %s", which, entry["step"], entry["metrics"])
+            if summary["eval"].get("baseline"):
+                logging.info(
+                    "a model that learnt nothing: %s (compare before trusting the scores above)",
+                    summary["eval"]["baseline"],
+                )
 
     return main
 

@@ -175,6 +175,7 @@ def test_cli_eval_results_label_final_and_best(cli_run):
     majority = max(labels.count("0"), labels.count("1")) / len(labels)
     assert results["baseline"]["eval_accuracy"] == pytest.approx(majority)
     assert "a model that learnt nothing scores eval_accuracy=" in cli_run[1]
+    assert "a model that learnt nothing: {" in cli_run[1]  # and once more under the summary
     # Only the best, the final and model.ckpt-best remain.
     indexes = sorted(p.name for p in out.glob("*.index"))
     assert indexes == sorted(
