@@ -48,7 +48,7 @@ flags.DEFINE_enum(
     None,
     ["auto", "none", "bf16"],
     "Pretraining precision; auto: bf16 where the CPU has bf16 units and a short check finds "
-    "it at least 10%% faster (default: the size's: auto; tiny: none).",
+    "it at least 10%% faster (default: none).",
 )
 
 

@@ -112,8 +112,8 @@ all parameters shared, {m["num_attention_heads"]} heads, FFN {m["intermediate_si
 `benchmarks/pretraining_lift.py` on two CPU cores: masked LM (n-gram whole-word masking, dynamic)
 and sentence-order prediction, {s.num_train_steps} LAMB steps of {s.train_batch_size} sequences of
 {s.max_seq_length} tokens (learning rate {s.learning_rate}, precision
-{r["pretraining_precision"]}). It is a demonstration-scale model, about 1/10,000 of ALBERT-base's
-pretraining compute, not a replacement for the released checkpoints.
+{r["pretraining_precision"]}). It is a demonstration-scale model: about 1/4,000 of ALBERT-base's
+pretraining tokens at a far smaller width, not a replacement for the released checkpoints.
 
 Files: `{MODEL_FILE}` (an `AlbertPretrainer`: backbone, MLM and SOP heads; no optimizer state),
 `{CONFIG_FILE}`, `{SPM_FILE}` (SentencePiece, lower-cased text), `{SAMPLE_FILE}` (the first
@@ -137,11 +137,13 @@ held out. {r["data"]["records"]["train"]["instances"]} training sequences.
 
 ## Use
 Fine-tune it with any fine-tuning CLI: `--init_checkpoint=pretrained/albert-small-en/{MODEL_FILE}
---spm_model_file=pretrained/albert-small-en/{SPM_FILE}` (the README's "Fine-tune the bundled
-model" has the SST-2 command); continue pretraining it with `pipelines/pretrain.py
+--spm_model_file=pretrained/albert-small-en/{SPM_FILE}` (the README's "A pretrained model to
+start from" has the SST-2 command); continue pretraining it with `pipelines/pretrain.py
 --init_checkpoint=... --albert_config_file=pretrained/albert-small-en/{CONFIG_FILE}`.
 
 ## Licence
 The weights: Apache-2.0, as this repository. They were trained on public-domain books and on
-Wikipedia text (CC BY-SA 3.0).
+Wikipedia text (CC BY-SA 3.0, by Wikipedia's contributors). `{SAMPLE_FILE}` holds token ids of
+held-out text (Dickens, *A Tale of Two Cities*, public domain, and Wikipedia articles, CC BY-SA
+3.0).
 """

@@ -26,27 +26,32 @@ PRECISION_CHECK_STEPS = 300
 
 
 def finetune_plan(s: LiftSettings) -> list[dict]:
-    """Every fine-tune of the study, in order: the grid (random init and final model, each
-    task's train split), the seeded tasks at every curve point, the reported tasks."""
+    """Every fine-tune of the study, the headline first: the grid (random init and final
+    model, each task's train split), the seeded tasks from the random init and the final model,
+    the reported tasks, then the seeded tasks at the other curve points."""
     final = s.num_train_steps
+
+    def curve(steps):
+        return [
+            {"stage": "curve", "task": t, "step": step, "seed": seed}
+            for step in steps
+            for t in SEEDED_TASKS
+            for seed in s.finetune_seeds
+        ]
+
     plan = [
         {"stage": "grid", "task": t, "step": step, "learning_rate": lr, "seed": s.finetune_seeds[0]}
         for t in SEEDED_TASKS
         for step in (0, final)
         for lr in s.learning_rates
     ]
-    plan += [
-        {"stage": "curve", "task": t, "step": step, "seed": seed}
-        for step in (0, *s.curve_steps)
-        for t in SEEDED_TASKS
-        for seed in s.finetune_seeds
-    ]
+    plan += curve((0, final))
     plan += [
         {"stage": "reported", "task": t, "step": step, "seed": s.finetune_seeds[0]}
         for t in REPORTED_TASKS
         for step in (0, final)
     ]
-    return plan
+    return plan + curve(step for step in s.curve_steps if step != final)
 
 
 def _name(item: dict) -> str:
@@ -106,8 +111,10 @@ def prepare(s: LiftSettings, stages: Stages) -> dict:
 def choose_precision(s: LiftSettings, stages: Stages, records: dict) -> tuple[str, dict | None]:
     """The pretraining precision: `s.mixed_precision`, or with "auto" bf16 where the CPU has
     bf16 units and it is at least 10% faster than fp32 over the check's steps."""
-    if s.mixed_precision != "auto":
-        return s.mixed_precision, None
+    if s.mixed_precision != "auto":  # a check made earlier is still reported
+        return s.mixed_precision, stages.get("precision", dict) if stages.done(
+            "precision"
+        ) else None
     if not runs.has_bf16_units():
         _log("precision: this CPU has no bf16 matrix units: fp32")
         return "none", None
