@@ -154,7 +154,7 @@ class SquadDevScorer:
     @property
     def baseline(self) -> dict[str, float]:
         """The official metrics of answering every question with the empty answer (v2: right on
-        every unanswerable question; v1: 0)."""
+        every unanswerable question; v1: right only where a gold answer normalises to nothing)."""
         empty = {example.qas_id: "" for example in self.inputs.examples}
         if self.config.version == "v1":
             return squad_metrics.evaluate_v1(self.inputs.dataset, empty)
