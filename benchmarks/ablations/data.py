@@ -136,37 +136,50 @@ def train_vocabulary(s: StudySettings, train_text: str) -> dict:
     return {"spm_model_file": result.model_path}
 
 
+def sentence_records(
+    s,
+    text_path: str,
+    output: str,
+    spm_model_file: str,
+    seed: int,
+    task: str = "sop",
+    masking_mode: str = "static",
+) -> dict:
+    """One record set of sentences-format text through data prep (one pass, `s`'s sequence
+    and prediction sizes); returns data prep's summary."""
+    from data_prep import corpus, instances, pipeline
+
+    return pipeline.run(
+        pipeline.DataPrepConfig(
+            input_file=text_path,
+            output_file=output,
+            spm_model_file=spm_model_file,
+            random_seed=seed,
+            dupe_factor=1,
+            # SOP pairs are always two segments of one document (a one-sentence chunk is cut at
+            # a word), not the original's random-document B for those: SOP accuracy then
+            # measures order alone. NSP (BERT's) is unaffected by it.
+            pair=instances.PairConfig(
+                max_seq_length=s.max_seq_length,
+                random_next_sentence=task == "nsp",
+                single_sentence_random_doc=False,
+            ),
+            masking=instances.MaskingConfig(max_predictions_per_seq=s.max_predictions_per_seq),
+            masking_mode=masking_mode,
+            corpus=corpus.CorpusConfig(input_format="sentences"),
+            num_workers=min(2, os.cpu_count() or 1),
+        )
+    )
+
+
 def write_records(s: StudySettings, spm_model_file: str, text: dict) -> dict:
     """SOP and NSP records of the training and of the held-out text: both of one text are
     written with the same seed, so they differ only in how B and the label are chosen."""
-    from data_prep import corpus, instances, pipeline
-
     paths: dict[str, dict] = {}
     for split, seed in (("train", s.data_seed), ("heldout", s.data_seed + HELD_OUT_SEED_OFFSET)):
         for task in ("sop", "nsp"):
             path = os.path.join(s.work_dir, "data", f"{split}_{task}.tfrecord")
-            summary = pipeline.run(
-                pipeline.DataPrepConfig(
-                    input_file=text[split]["path"],
-                    output_file=path,
-                    spm_model_file=spm_model_file,
-                    random_seed=seed,
-                    dupe_factor=1,
-                    # SOP pairs are always two segments of one document (a one-sentence chunk
-                    # is cut at a word), not the original's random-document B for those: SOP
-                    # accuracy then measures order alone. NSP (BERT's) is unaffected by it.
-                    pair=instances.PairConfig(
-                        max_seq_length=s.max_seq_length,
-                        random_next_sentence=task == "nsp",
-                        single_sentence_random_doc=False,
-                    ),
-                    masking=instances.MaskingConfig(
-                        max_predictions_per_seq=s.max_predictions_per_seq
-                    ),
-                    corpus=corpus.CorpusConfig(input_format="sentences"),
-                    num_workers=min(2, os.cpu_count() or 1),
-                )
-            )
+            summary = sentence_records(s, text[split]["path"], path, spm_model_file, seed, task)
             paths.setdefault(split, {})[task] = {
                 "path": path,
                 "instances": summary["instances"],

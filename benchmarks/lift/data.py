@@ -11,7 +11,7 @@ import os
 import pathlib
 import random
 
-from benchmarks.ablations.data import HELD_OUT_SEED_OFFSET
+from benchmarks.ablations.data import HELD_OUT_SEED_OFFSET, sentence_records
 from benchmarks.lift.settings import REPORTED_TASKS, SEEDED_TASKS, LiftSettings
 
 # Ids never masked: padding, [CLS], [SEP] (data prep's vocabularies put them at 0, 2 and 3).
@@ -20,30 +20,14 @@ NEVER_MASKED_IDS = (0, 2, 3)
 
 def write_records(s: LiftSettings, spm_model_file: str, text: dict) -> dict:
     """Unmasked SOP records of the training text and masked SOP records of the held-out text."""
-    from data_prep import corpus, instances, pipeline
-
     paths = {}
     for split, seed, masking in (
         ("train", s.data_seed, "dynamic"),
         ("heldout", s.data_seed + HELD_OUT_SEED_OFFSET, "static"),
     ):
         path = os.path.join(s.work_dir, "data", f"{split}_sop.tfrecord")
-        summary = pipeline.run(
-            pipeline.DataPrepConfig(
-                input_file=text[split]["path"],
-                output_file=path,
-                spm_model_file=spm_model_file,
-                random_seed=seed,
-                dupe_factor=1,
-                # As the ablations: B is always the rest of A's document, so SOP is order alone.
-                pair=instances.PairConfig(
-                    max_seq_length=s.max_seq_length, single_sentence_random_doc=False
-                ),
-                masking=instances.MaskingConfig(max_predictions_per_seq=s.max_predictions_per_seq),
-                masking_mode=masking,
-                corpus=corpus.CorpusConfig(input_format="sentences"),
-                num_workers=min(2, os.cpu_count() or 1),
-            )
+        summary = sentence_records(
+            s, text[split]["path"], path, spm_model_file, seed, masking_mode=masking
         )
         paths[split] = {"path": path, "instances": summary["instances"], "masking": masking}
     return paths
