@@ -62,6 +62,7 @@ class OutputInUseError(OSError):
 # it already holds (SQuAD fine-tuning holds its output_dir, then its training loop claims it):
 # flock would refuse it, as the second descriptor is another open file.
 _held: dict[tuple[int, int], list[int]] = {}
+_held_paths: dict[tuple[int, int], str] = {}  # the path each was locked under
 _held_guard = threading.Lock()
 
 
@@ -75,6 +76,7 @@ def _close_in_child() -> None:
         with contextlib.suppress(OSError):
             os.close(fd)
     _held.clear()
+    _held_paths.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -147,6 +149,7 @@ def _acquire(directory: str) -> tuple[int, int] | None:
                 current = None
             if current is not None and (current.st_dev, current.st_ino) == key:
                 _held[key] = [fd, 1]
+                _held_paths[key] = directory
                 return key
             os.close(fd)
 
@@ -158,6 +161,7 @@ def _release(key: tuple[int, int], created: str | None) -> None:
         if entry[1]:
             return
         del _held[key]
+        del _held_paths[key]
         if created is not None:
             with contextlib.suppress(OSError):  # not empty: the job wrote there
                 os.rmdir(created)
@@ -224,6 +228,35 @@ def remove_leftovers(paths: Iterable[str]) -> tuple[int, int]:
     if count:
         logging.warning(describe_removed(count, size, removed))
     return count, size
+
+
+def remove_own_leftovers() -> int:
+    """Removes, anywhere under the output directories this process holds, the temporaries of
+    its own writers (`albert_tf.io`'s, named with its pid) and TensorFlow's checkpoint writers'
+    (only a writer of the holder writes there), without a log line: for a process that ends
+    without unwinding. Returns how many it removed."""
+    me = (socket.gethostname(), str(os.getpid()))
+
+    def own(name: str) -> bool:
+        writer = TEMPORARY_NAME.fullmatch(name)
+        if writer is not None:
+            return (writer["host"], writer["pid"]) == me
+        return any(p.fullmatch(name) for p in TF_CHECKPOINT_LEFTOVERS)
+
+    removed = 0
+    for directory in list(_held_paths.values()):
+        for folder, subfolders, files in os.walk(directory):
+            for name in (*subfolders, *files):
+                if own(name):
+                    path = os.path.join(folder, name)
+                    with contextlib.suppress(OSError):
+                        if os.path.isdir(path):
+                            shutil.rmtree(path)
+                        else:
+                            os.remove(path)
+                        removed += 1
+            subfolders[:] = [n for n in subfolders if not own(n)]
+    return removed
 
 
 def describe_removed(count: int, nbytes: int, paths: list[str]) -> str:

@@ -15,6 +15,8 @@ instances of all passes become this one bounded shuffle buffer.
 from __future__ import annotations
 
 import collections
+import contextlib
+import ctypes
 import multiprocessing
 import os
 import random
@@ -32,6 +34,7 @@ from data_prep.summary import job_summary, write_summary
 from data_prep.units import DataPrepConfig, DocumentPool, PoolProcessor, derive_seed, read_pools
 
 _WORKER: PoolProcessor | None = None
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def _process_in_worker(spill_path: str, pool: DocumentPool) -> Stats:
@@ -45,12 +48,19 @@ def _process_in_worker(spill_path: str, pool: DocumentPool) -> Stats:
     return stats
 
 
-def _leave_signals_to_the_parent() -> None:
+def _leave_signals_to_the_parent(parent: int) -> None:
     # A worker dies quietly on SIGTERM (the pool's terminate() sends it) and ignores SIGINT (a
     # Ctrl-C reaches the whole process group): the main process alone decides how the job
     # ends, and a worker never prints a traceback of its own for a signal.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # And it dies with the main process, however that ends (kill -9 included), rather than go on
+    # writing its spill file and print a broken-pipe traceback for results nobody reads. Linux
+    # sends the signal when the thread that started the worker ends: the one running the pool.
+    with contextlib.suppress(AttributeError, OSError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it ended before the request above
+        os._exit(1)
 
 
 def run(config: DataPrepConfig) -> dict:
@@ -138,7 +148,7 @@ def _run_in_workers(
     pending: collections.deque = collections.deque()
     try:
         with multiprocessing.get_context("fork").Pool(
-            num_workers, initializer=_leave_signals_to_the_parent
+            num_workers, initializer=_leave_signals_to_the_parent, initargs=(os.getpid(),)
         ) as workers:
 
             def finish_oldest() -> None:

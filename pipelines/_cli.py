@@ -23,6 +23,7 @@ What the user sees:
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging as std_logging
 import os
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterable, MutableMapping
 
 from absl import app, flags, logging
 
+from albert_tf import stopping
 from pipelines import _failures
 
 # 2 rather than 1: the WARNING lines TensorFlow prints in our runs are notes on its own internals
@@ -210,13 +212,22 @@ def run_task(
     included. `bad_input` labels the bad-input line in place of the error's type."""
     list_helper_flags_in_help()
     _failures.stop_on_signals()
-    _failures.exit_on_failure(
-        lambda: run(
-            lambda argv: _failures.exit_on_failure(lambda: main(argv), bad_input),
-            tensorflow=tensorflow,
-        ),
-        bad_input,
-    )
+
+    def stoppable_main(argv: list[str]) -> object:
+        # In a thread of its own, so that a signal acts while it sits in a TensorFlow call.
+        job = functools.partial(main, argv)
+        return stopping.run_stoppably(job, on_dropped=_failures.drop_the_job)
+
+    try:
+        _failures.exit_on_failure(
+            lambda: run(
+                lambda argv: _failures.exit_on_failure(lambda: stoppable_main(argv), bad_input),
+                tensorflow=tensorflow,
+            ),
+            bad_input,
+        )
+    except SystemExit as ending:
+        _failures.end_process(ending)
 
 
 def run(main: Callable[[list[str]], object], *, tensorflow: bool = False) -> None:

@@ -22,6 +22,7 @@ Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import errno
 import os
 import re
@@ -32,6 +33,10 @@ import threading
 from collections.abc import Callable, Iterator
 
 from absl import app, logging
+
+from albert_tf import stopping
+from albert_tf.output_dirs import remove_own_leftovers
+from albert_tf.stopping import Interrupted
 
 # errno -> (label, what ran out or stood in the way).
 RESOURCE_ERRORS = {
@@ -67,23 +72,14 @@ TENSORFLOW_INPUT_ERRORS = ("NotFoundError", "DataLossError", "UnavailableError")
 _CHECKPOINT_STAGING = re.compile(r"(?P<prefix>.+)_temp(?:/part-[^/]*)?")
 
 
-class Interrupted(BaseException):
-    """SIGTERM or SIGINT arrived: raised where the main thread is, so that every `finally` and
-    temporary-file cleanup on the way out runs. A `BaseException`, as `KeyboardInterrupt`, so
-    that `except Exception` blocks let it through."""
-
-    def __init__(self, signum: int):
-        super().__init__(f"stopped by {signal.Signals(signum).name}")
-        self.signum = signum
-
-
 def stop_on_signals(signums=(signal.SIGTERM, signal.SIGINT)) -> None:
-    """From now on the first of `signums` raises `Interrupted` in the main thread; a second
-    one ends the process at once, saying so.
+    """From now on the first of `signums` stops the job: the one `stopping.run_stoppably` runs
+    (see there), or else the main thread, by raising `Interrupted` where it is; a second one
+    ends the process at once, saying so.
 
     Python drops an exception raised where nothing can catch it (a fork hook, a `__del__`),
-    reporting it to `sys.unraisablehook`; from there another thread delivers the signal again,
-    so that it stops the job from wherever the main thread is next."""
+    reporting it to `sys.unraisablehook`; from there it is raised again a moment later, in the
+    job's thread or the main thread, so that it stops the job from wherever that is next."""
     received: list[int] = []  # the signal that is stopping the job
     redelivered: list[int] = []  # that signal, delivered again after Python dropped it
 
@@ -91,25 +87,61 @@ def stop_on_signals(signums=(signal.SIGTERM, signal.SIGINT)) -> None:
         if redelivered:
             raise Interrupted(redelivered.pop())
         if received:
-            name = signal.Signals(signum).name
-            os.write(2, f"Interrupted: stopped at once by a second {name}\n".encode())
-            os._exit(128 + signum)
+            end_at_once(f"stopped at once by a second {signal.Signals(signum).name}", signum)
         received.append(signum)
+        if stopping.job_thread() is not None:
+            stopping.ask_to_stop(signum)
+            return
         raise Interrupted(signum)
 
     previous_hook = sys.unraisablehook
 
     def unraisable(args) -> None:
-        if isinstance(args.exc_value, Interrupted):
+        if not isinstance(args.exc_value, Interrupted):
+            previous_hook(args)
+        elif (job := stopping.job_thread()) is not None:
+            again = stopping.interrupted_by(args.exc_value.signum)
+            threading.Timer(0.05, stopping.raise_in_thread, (job, again)).start()
+        else:
             # A moment later: the main thread must have left the place that dropped it.
             redelivered.append(args.exc_value.signum)
             threading.Timer(0.05, _thread.interrupt_main, (redelivered[-1],)).start()
-        else:
-            previous_hook(args)
 
     sys.unraisablehook = unraisable
     for signum in signums:
         signal.signal(signum, handler)
+
+
+def end_at_once(reason: str, signum: int, notes: list[str] | tuple[str, ...] = ()) -> None:
+    """Ends the process now, whatever its threads are doing: the one line `Interrupted: <reason>
+    (<notes>)` and status 128 + `signum`. What this process was writing is under temporary names,
+    which are removed first from the output directories it holds (else the next run would)."""
+    notes = list(notes)
+    with contextlib.suppress(Exception):
+        if removed := remove_own_leftovers():
+            notes.append(f"removed {removed} temporary file(s) or folder(s) it was writing")
+    logging.error("Interrupted: %s", f"{reason} ({'; '.join(notes)})" if notes else reason)
+    logging.flush()
+    _flush_and_exit(128 + signum)
+
+
+def _flush_and_exit(status: int) -> None:
+    # `os._exit`, not `sys.exit`: the interpreter's teardown waits for TensorFlow's threads and
+    # runs with the default signal actions back in place, so a signal then would kill the
+    # process without its one line.
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
+
+
+def drop_the_job(signum: int, notes: list[str]) -> None:
+    """`stopping.run_stoppably`'s end for a job that did not stop in time."""
+    dropped = (
+        "the work under way was dropped: it did not reach a safe point within "
+        f"{stopping.GRACE_SECONDS:g} s"
+    )
+    end_at_once(f"stopped by {signal.Signals(signum).name}", signum, [dropped, *notes])
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:
@@ -214,3 +246,13 @@ def exit_on_failure(job: Callable[[], object], bad_input: str | None = None):
         logging.error("%s", line)
         logging.flush()
         sys.exit(status)
+
+
+def end_process(ending: SystemExit) -> None:
+    """Ends the process with `ending`'s status: at once, past the interpreter's teardown, when
+    the job was interrupted (a second signal must still find this module's handler, which the
+    teardown takes away); as Python ends it otherwise."""
+    status = ending.code if isinstance(ending.code, int) else None
+    if status is not None and status > 128 and stopping.stop_requested():
+        _flush_and_exit(status)
+    raise ending

@@ -127,10 +127,12 @@ def interrupt_when(
     log: pathlib.Path,
     whole_group: bool = False,
     timeout: float = 600,
+    then: tuple[float, int] | None = None,
 ) -> tuple[int, str, int]:
     """Starts `command` in a session of its own, sends `signum` once `ready()` holds (to the
-    whole process group with `whole_group`, as a terminal's Ctrl-C does), and returns its exit
-    status, its output and its session. Fails if the command ends first."""
+    whole process group with `whole_group`, as a terminal's Ctrl-C does), and with `then`
+    (seconds, signal) that signal that much later if the command still runs, and returns its
+    exit status, its output and its session. Fails if the command ends first."""
     with open(log, "wb") as output:  # a file, not a pipe: a full pipe would stall the job
         job = subprocess.Popen(
             command,
@@ -147,6 +149,11 @@ def interrupt_when(
             assert time.monotonic() < deadline, "never ready: " + log.read_text()[-3000:]
             time.sleep(0.05)
         (os.killpg if whole_group else os.kill)(job.pid, signum)
+        if then is not None:
+            try:
+                job.wait(timeout=then[0])
+            except subprocess.TimeoutExpired:
+                (os.killpg if whole_group else os.kill)(job.pid, then[1])
         status = job.wait(timeout=timeout)
     finally:
         if job.poll() is None:

@@ -118,6 +118,27 @@ def test_a_signal_stops_the_job_in_one_line_keeping_the_previous_output(
     assert live_processes_in_session(session) == []
 
 
+def test_workers_die_with_a_killed_job_writing_nothing_more(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    command = data_prep(
+        out, "--input_format=paragraphs", "--dupe_factor=5", "--num_workers=2", corpus=BOOKS
+    )
+
+    def spilling() -> bool:  # the workers are writing their spill files
+        return len([n for n in os.listdir(out) if n.startswith(".")]) >= 2
+
+    status, output, session = interrupt_when(command, spilling, signal.SIGKILL, tmp_path / "log")
+    assert status == -signal.SIGKILL
+    # The kernel ends the workers with the job: none is left by the time the job is reaped, so
+    # none writes on or prints a traceback for the results nobody reads.
+    assert live_processes_in_session(session) == []
+    sizes = {n: (out / n).stat().st_size for n in os.listdir(out)}
+    time.sleep(1)
+    assert {n: (out / n).stat().st_size for n in os.listdir(out)} == sizes
+    assert "Traceback" not in (tmp_path / "log").read_text()
+
+
 def train_tokenizer(out: pathlib.Path, corpus=CORPUS) -> list[str]:
     return python(
         "-m",

@@ -222,6 +222,23 @@ def test_a_signal_ends_in_one_line_and_removes_the_staging_directory(stop, tmp_p
     assert not out.exists()
 
 
+def test_a_signal_during_a_conversion_ends_in_one_line_within_the_grace(tmp_path, monkeypatch):
+    """A TFLite conversion is one long call that no signal cuts: the export stops when it ends,
+    or is dropped once the grace is over; either way in one line, with nothing left."""
+    out, log = tmp_path / "out", tmp_path / "log"
+    command = export_cli(out, formats="saved_model,tflite_fp32")
+
+    def converting() -> bool:
+        return log.exists() and "Converting tflite_fp32" in log.read_text()
+
+    monkeypatch.setenv("ALBERT_TF_STOP_GRACE_SECONDS", "0.1")
+    status, output, _ = hostile.interrupt_when(command, converting, signal.SIGTERM, log)
+    assert status == 128 + signal.SIGTERM
+    line = hostile.assert_one_line_ending(output, "Interrupted: stopped by SIGTERM (")
+    assert f"nothing was written under a final name in {out}" in line
+    assert not out.exists()
+
+
 def test_an_output_directory_it_may_not_write_is_one_line_before_any_work(tmp_path):
     out = tmp_path / "read_only"
     out.mkdir()

@@ -79,13 +79,18 @@ def batches(targets=1.0):
     return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(4)
 
 
+def from_step(data):
+    """`harness.train`'s data source for `data`: its batches from a step on."""
+    return lambda step, until_stop: until_stop(data.skip(step))
+
+
 def test_train_saves_every_interval_and_at_the_end_and_resumes_the_data():
     model, format_ = tiny_model(), RecordingFormat()
     starts = []
 
-    def make_dataset(step):
+    def make_dataset(step, until_stop):
         starts.append(step)
-        return batches().skip(step)
+        return until_stop(batches().skip(step))
 
     schedule = harness.Schedule(5, 2, 4, log_every_steps=2)
     history, step = harness.train(model, make_dataset, 0, schedule, format_)
@@ -104,13 +109,13 @@ def test_a_non_finite_loss_stops_training_naming_the_last_checkpoint():
     model, format_ = tiny_model(), RecordingFormat()
     data = batches().take(2).concatenate(batches(targets=np.inf))  # steps 3.. diverge
     with pytest.raises(NonFiniteLossError, match="at step 3.*checkpoint is ckpt-2"):
-        harness.train(model, data.skip, 0, harness.Schedule(6, 2, 4), format_)
+        harness.train(model, from_step(data), 0, harness.Schedule(6, 2, 4), format_)
     assert format_.saved == [2]
 
 
 def test_train_state_checkpoints_restore_weights_optimizer_and_step(tmp_path):
     model = tiny_model()
-    harness.train(model, batches().skip, 0, harness.Schedule(3, 3, 4), RecordingFormat())
+    harness.train(model, from_step(batches()), 0, harness.Schedule(3, 3, 4), RecordingFormat())
     checkpoints = harness.TrainStateCheckpoints(model, str(tmp_path), max_to_keep=2)
     assert checkpoints.restore() == 0 and checkpoints.latest() is None
     assert checkpoints.save(3) == str(tmp_path / "checkpoints" / "ckpt-3")

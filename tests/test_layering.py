@@ -25,6 +25,7 @@ LAYERS = (
         "albert_tf.tolerance",
         "albert_tf.records",
         "albert_tf.settings",
+        "albert_tf.stopping",
     ),
     ("albert_tf.text",),
     ("albert_tf.modeling",),
@@ -44,6 +45,7 @@ TENSORFLOW_FREE = (
     "albert_tf.io",
     "albert_tf.output_dirs",
     "albert_tf.settings",
+    "albert_tf.stopping",
     # The settings the CLIs define their flags from (`--help` loads no TensorFlow).
     "albert_tf.tasks.glue.config",
     "albert_tf.tasks.squad.config",

@@ -111,6 +111,53 @@ def test_pretraining_stopped_by_sigterm_resumes_from_its_last_checkpoint(config_
     assert checkpoints_left(out / "checkpoints")[-1] == "ckpt-40"
 
 
+# One device loop of 100,000 steps (`steps_per_execution`): hours on these cores, so a signal
+# that waited for the loop to end would never be seen to act within the test's timeout.
+ONE_LONG_LOOP = (
+    "--num_train_steps=100000",
+    "--iterations_per_loop=100000",
+    "--log_every_steps=100000",
+    "--save_checkpoints_steps=100000",
+)
+
+
+@pytest.mark.parametrize("xla", ["false", "true"])  # with XLA: a slow first step, the compile
+def test_a_signal_stops_pretraining_inside_a_long_device_loop(xla, config_files, tmp_path):
+    out = tmp_path / "run"
+    command = pretrain(out, config_files["pretraining"], *ONE_LONG_LOOP, f"--jit_compile={xla}")
+
+    def training() -> bool:
+        log = tmp_path / "log"
+        return log.exists() and "Input pipeline" in log.read_text()
+
+    status, output, _ = interrupt_when(
+        command, training, signal.SIGTERM, tmp_path / "log", timeout=120
+    )
+    assert status == 128 + signal.SIGTERM
+    assert_one_line_ending(output, "Interrupted: stopped by SIGTERM")
+    assert not (out / "checkpoints" / "checkpoint").exists()
+    assert hidden_files(out) == []
+
+
+def test_a_second_signal_ends_the_job_at_once(config_files, tmp_path):
+    out = tmp_path / "run"
+    command = pretrain(out, config_files["pretraining"], *ONE_LONG_LOOP, "--jit_compile=true")
+    log = tmp_path / "log"
+
+    def training() -> bool:
+        return log.exists() and "Input pipeline" in log.read_text()
+
+    # Right behind the first, while the job is on its way out: another kind of signal, as two
+    # of one kind so close together are one to the kernel (and Python handles the lower number
+    # first when both wait).
+    status, output, _ = interrupt_when(
+        command, training, signal.SIGINT, log, timeout=120, then=(0, signal.SIGTERM)
+    )
+    assert status == 128 + signal.SIGTERM
+    assert_one_line_ending(output, "Interrupted: stopped at once by a second SIGTERM")
+    assert hidden_files(out) == []
+
+
 def classifier(out: pathlib.Path, config: pathlib.Path, *flags: str) -> list[str]:
     return python(
         str(REPO / "pipelines" / "run_classifier.py"),

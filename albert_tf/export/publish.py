@@ -32,7 +32,8 @@ from collections.abc import Iterator
 
 from absl import logging
 
-from albert_tf.io import write_json
+from albert_tf import stopping
+from albert_tf.io import json_safe, write_json
 
 PUBLISH = "publish"  # the staging directory's subdirectory holding the version in its final layout
 # What flock answers on a filesystem that cannot lock: the export then runs unlocked.
@@ -201,6 +202,8 @@ class Staging:
             self._remove_created_output_dir()
             raise
         self.publish = os.path.join(self.path, PUBLISH)
+        # A job dropped mid-way (a signal during a long conversion) is cleaned up as a failed one.
+        self._forget_on_drop = stopping.on_drop(self.abandon)
 
     def stage(self, final_path: str, built: str) -> None:
         """Moves `built` (under the staging directory) to where `final_path` is in `publish/`."""
@@ -245,6 +248,7 @@ class Staging:
 
     def close(self) -> None:
         """Releases the staging directory's lock."""
+        self._forget_on_drop()
         os.close(self._fd)
 
     def _remove_created_output_dir(self) -> None:

@@ -208,5 +208,12 @@ def _train(task, albert_config, evaluator, strategy, save_dir, chief) -> list[tu
     schedule = Schedule.of(config, config.train_step, shown_metrics={"accuracy": "acc"})
     summary_dir = os.path.join(config.output_dir, "logs", "train") if chief else None
     # The batches an uninterrupted run would take next.
-    harness_train(model, dataset.skip, done, schedule, checkpoints, summary_dir)
+    harness_train(
+        model,
+        lambda step, until_stop: until_stop(dataset.skip(step)),
+        done,
+        schedule,
+        checkpoints,
+        summary_dir,
+    )
     return checkpoints.saved

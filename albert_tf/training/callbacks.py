@@ -11,6 +11,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf import stopping
+
 
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite."""
@@ -79,7 +81,8 @@ class CheckpointSaver(keras.callbacks.Callback):
                 f"weights became non-finite at step {step}; not saving. The last good checkpoint "
                 f"is {self.checkpoints.latest() or '(none saved yet)'}"
             )
-        path = self.checkpoints.save(step)
+        with stopping.uninterruptible():  # a signal stops the run after the save, not in it
+            path = self.checkpoints.save(step)
         if path:
             logging.info("saved checkpoint %s", path)
         return path

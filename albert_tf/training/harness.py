@@ -9,6 +9,10 @@ batches taken (`callbacks.StepCounter`), a checkpoint every `save_checkpoints_st
 end, progress lines, TensorBoard scalars and the non-finite-loss stop (`callbacks`). The data
 source is asked for the batches from the step resumed at, so a resume reads on where the data
 stopped. How checkpoints are written is the run's own: a `CheckpointFormat`.
+
+A stop request (`albert_tf.stopping`: a signal) ends the batches, so a device loop of many steps
+(`steps_per_execution`) ends after the step under way rather than after all of them; a checkpoint
+being written is finished first.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from albert_tf import stopping
 from albert_tf.training.callbacks import CheckpointSaver, StepCounter, StopAtStep, TrainingMonitor
 from albert_tf.training.distribution import check_same_on_every_worker
 from albert_tf.training.optimization import create_optimizer
@@ -168,17 +173,19 @@ def resume(checkpoints: CheckpointFormat, strategy: tf.distribute.Strategy, what
 
 def train(
     model: keras.Model,
-    make_dataset: Callable[[int], object],
+    make_dataset: Callable[[int, Callable[[tf.data.Dataset], tf.data.Dataset]], object],
     start_step: int,
     schedule: Schedule,
     checkpoints: CheckpointFormat,
     summary_dir: str | None = None,
 ) -> tuple[list[dict], int]:
-    """Trains from `start_step` to `schedule.num_train_steps` on `make_dataset(start_step)` (the
-    batches from that step on), saving through `checkpoints` every `save_checkpoints_steps` and
-    at the end; returns the progress reports (step, loss, learning rate, ...) and the step
-    reached. Stops with `callbacks.NonFiniteLossError` when the loss or the weights to be saved
-    stop being finite."""
+    """Trains from `start_step` to `schedule.num_train_steps` on `make_dataset(start_step,
+    until_stop)` (the batches from that step on, each tf.data.Dataset of them, per replica where
+    the source builds one per replica, passed through `until_stop`, which ends it once a stop is
+    requested), saving through `checkpoints` every `save_checkpoints_steps` and at the end;
+    returns the progress reports (step, loss, learning rate, ...) and the step reached. Stops
+    with `callbacks.NonFiniteLossError` when the loss or the weights to be saved stop being
+    finite."""
     s = schedule
     if start_step >= s.num_train_steps:
         logging.info("Already at step %d of %d: nothing to train", start_step, s.num_train_steps)
@@ -195,16 +202,27 @@ def train(
         last_checkpoint=checkpoints.latest,
         shown_metrics=s.shown_metrics,
     )
-    # shuffle=False: the data is shuffled by the input pipeline; Keras ignores `shuffle` for a
-    # dataset and only warns that it does.
-    model.fit(
-        make_dataset(start_step),
-        epochs=math.ceil(s.num_train_steps / s.save_checkpoints_steps),
-        initial_epoch=start_step // s.save_checkpoints_steps,
-        steps_per_epoch=micro_batches_per_epoch,
-        callbacks=[counter, monitor, StopAtStep(s.num_train_steps, counter), saver],
-        verbose=0,
-        shuffle=False,
-    )
+    stop = tf.Variable(stopping.stop_requested(), trainable=False, name="stop_requested")
+    forget_stop_hook = stopping.on_stop_request(lambda: stop.assign(True))
+
+    def until_stop(dataset: tf.data.Dataset) -> tf.data.Dataset:
+        # Read as each batch is taken (the last transformation, after any prefetch), so the
+        # loop ends after the step under way.
+        return dataset.take_while(lambda *_: tf.logical_not(stop))
+
+    try:
+        # shuffle=False: the data is shuffled by the input pipeline; Keras ignores `shuffle` for
+        # a dataset and only warns that it does.
+        model.fit(
+            make_dataset(start_step, until_stop),
+            epochs=math.ceil(s.num_train_steps / s.save_checkpoints_steps),
+            initial_epoch=start_step // s.save_checkpoints_steps,
+            steps_per_epoch=micro_batches_per_epoch,
+            callbacks=[counter, monitor, StopAtStep(s.num_train_steps, counter), saver],
+            verbose=0,
+            shuffle=False,
+        )
+    finally:
+        forget_stop_hook()
     saver.save()  # the last, possibly partial, interval
     return monitor.history, counter.step

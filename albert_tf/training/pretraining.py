@@ -204,22 +204,21 @@ def _train(
     ("static") or unmasked ("dynamic") records; returns the monitor's reports (step, loss, lr,
     ...) and the step reached."""
 
-    def batches_from(step: int):
-        return strategy.distribute_datasets_from_function(
-            pretraining_dataset_fn(
-                source,
-                o.max_seq_length,
-                o.max_predictions_per_seq,
-                o.train_batch_size // o.gradient_accumulation_steps,
-                is_training=True,
-                # Every applied update took `gradient_accumulation_steps` micro-batches.
-                start_step=step * o.gradient_accumulation_steps,
-                masking=masking,
-                seed=o.seed,
-                shuffle_buffer=o.shuffle_buffer,
-                dynamic_masking=masking_settings(o, model.config),
-            )
+    def batches_from(step: int, until_stop):
+        dataset_fn = pretraining_dataset_fn(
+            source,
+            o.max_seq_length,
+            o.max_predictions_per_seq,
+            o.train_batch_size // o.gradient_accumulation_steps,
+            is_training=True,
+            # Every applied update took `gradient_accumulation_steps` micro-batches.
+            start_step=step * o.gradient_accumulation_steps,
+            masking=masking,
+            seed=o.seed,
+            shuffle_buffer=o.shuffle_buffer,
+            dynamic_masking=masking_settings(o, model.config),
         )
+        return strategy.distribute_datasets_from_function(lambda ctx: until_stop(dataset_fn(ctx)))
 
     if done < o.num_train_steps:
         if masking == "dynamic":
