@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import socket
 import threading
@@ -186,13 +187,49 @@ def _holder(status: os.stat_result) -> str:
                 break
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    command = " ".join(f.read().decode(errors="replace").split())
+                    command = shell_command(f.read())
             except OSError:
                 command = ""
             if len(command) > 120:
                 command = command[:117] + "..."
             return f"pid {pid} on {socket.gethostname()}" + (f": {command}" if command else "")
     return "pid unknown"
+
+
+def shell_command(cmdline: bytes) -> str:
+    """A command line as /proc/PID/cmdline holds it (each argument ended by a NUL) written as a
+    shell shows it: arguments joined by spaces, each quoted where a shell would need it, and
+    control characters (a newline, a tab) as `$'...'` escapes, so that it stays one printable
+    line."""
+    # A process that rewrote its title may end in several NULs or none: trailing ones end it.
+    arguments = cmdline.rstrip(b"\0")
+    words = arguments.split(b"\0") if arguments else []
+    return " ".join(_shell_word(word.decode(errors="surrogateescape")) for word in words)
+
+
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\", "'": "\\'"}
+
+
+def _shell_word(word: str) -> str:
+    if word.isprintable():
+        return shlex.quote(word)
+    # bash's ANSI-C quoting: the bytes that were not UTF-8 (decoded as surrogates) as \xHH.
+    escaped = []
+    for char in word:
+        code = ord(char)
+        if char in _ESCAPES:
+            escaped.append(_ESCAPES[char])
+        elif 0xDC80 <= code <= 0xDCFF:
+            escaped.append(f"\\x{code - 0xDC00:02x}")
+        elif char.isprintable():
+            escaped.append(char)
+        elif code < 0x100:
+            escaped.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            escaped.append(f"\\u{code:04x}")
+        else:
+            escaped.append(f"\\U{code:08x}")
+    return "$'" + "".join(escaped) + "'"
 
 
 def find_leftovers(

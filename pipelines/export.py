@@ -19,11 +19,12 @@ Writes `<output_dir>/<model_name>/<version>/` (TF Serving), `<model_name>_prepro
 `<model_name>_text/` (with --spm_model_file; tf-text ops too, which stock TF Serving links),
 `<model_name>_tflite/<version>/` and `export_report_<model_name>_<version>.json`, all or nothing
 (albert_tf/export/publish.py): first it finishes or removes what a stopped export of the same
---model_name left in --output_dir, saying so. Exits non-zero if anything failed verification (it is
-then not written; the report says why), with one line on bad input, a full disk or a refused
-write (status 1), and on SIGINT / SIGTERM (status 130 / 143). With --head=squad_v1/squad_v2 and
---spm_model_file, `<model_name>_text/` is the text-in question-answering model (question, context
--> answer; see albert_tf/export/qa_text.py).
+--model_name left in --output_dir, saying so; a rerun of an export stopped after its commit point
+then finds its version whole and exits 0, saying so in one line. Exits non-zero if anything failed
+verification (it is then not written; the report says why), with one line on bad input, a full
+disk or a refused write (status 1), and on SIGINT / SIGTERM (status 130 / 143). With
+--head=squad_v1/squad_v2 and --spm_model_file, `<model_name>_text/` is the text-in
+question-answering model (question, context -> answer; see albert_tf/export/qa_text.py).
 """
 
 import pathlib
@@ -39,7 +40,7 @@ from absl import app, flags, logging
 # Neither loads TensorFlow: `--help` lists the heads and formats at once.
 from albert_tf.export.formats import REGISTRY as FORMATS
 from albert_tf.export.head_kinds import HEAD_KINDS
-from albert_tf.export.qa_limits import DEFAULT_MAX_CONTEXT_BYTES
+from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -129,11 +130,13 @@ flags.DEFINE_float(
     "SQuAD v2.0 text-in model: answer \"\" where the null odds are >= this (stored in the model).",
 )
 flags.DEFINE_integer(
-    "max_context_bytes",
-    DEFAULT_MAX_CONTEXT_BYTES,
-    "SQuAD text-in model: the most UTF-8 bytes of contexts (and of questions) one request may "
-    "hold, all its rows together; a request with more is rejected (stored in the model).",
+    "max_text_bytes",
+    DEFAULT_MAX_TEXT_BYTES,
+    "Text models: the most UTF-8 bytes one request may hold in each text field, all its rows "
+    "together (text; text_a, text_b; SQuAD: contexts, questions); a request with more, or with "
+    "text that is not UTF-8, is refused before tokenization (stored in the models).",
 )
+flags.DEFINE_alias("max_context_bytes", "max_text_bytes")  # the SQuAD text-in model's name
 flags.DEFINE_string(
     "qa_verification_file",
     None,
@@ -189,7 +192,7 @@ def main(argv):
             max_answer_length=FLAGS.max_answer_length,
             null_score_diff_threshold=FLAGS.null_score_diff_threshold,
             verification_file=FLAGS.qa_verification_file,
-            max_context_bytes=FLAGS.max_context_bytes,
+            max_context_bytes=FLAGS.max_text_bytes,
         )
     report = export_model(
         head,
@@ -212,6 +215,7 @@ def main(argv):
             num_calibration_examples=FLAGS.num_calibration_examples,
             latency_runs=FLAGS.latency_runs,
             qa=qa,
+            max_text_bytes=FLAGS.max_text_bytes,
             app_metadata=app_metadata,
         ),
     )

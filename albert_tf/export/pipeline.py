@@ -29,6 +29,7 @@ from albert_tf.export import data as export_data
 from albert_tf.export import formats, publish
 from albert_tf.export.app_metadata import AppMetadataSettings
 from albert_tf.export.parity import ParityThresholds
+from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
 from albert_tf.export.qa_text import QaSettings
 from albert_tf.export.savedmodel import ServingHead
 from albert_tf.output_dirs import disk_size
@@ -67,7 +68,11 @@ class ExportConfig:
     latency_runs: int = 50
     seed: int = 12345
     thresholds: ParityThresholds = dataclasses.field(default_factory=ParityThresholds)
-    qa: QaSettings | None = None  # the SQuAD heads' text-in model; None: `QaSettings()`
+    # The SQuAD heads' text-in model; None: `QaSettings()` at `max_text_bytes`.
+    qa: QaSettings | None = None
+    # The most UTF-8 bytes a request to a text-in model may hold in each field, all its rows
+    # together; more is refused before tokenization (stored in the models and the report).
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
     # Metadata for on-device clients in the TFLite files (`app_metadata`).
     app_metadata: AppMetadataSettings = dataclasses.field(default_factory=AppMetadataSettings)
 
@@ -104,8 +109,16 @@ class ExportConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.max_text_bytes, int) or self.max_text_bytes < 1:
+            raise ValueError(f"max_text_bytes must be a positive int, got {self.max_text_bytes!r}")
         if self.qa is not None:
             self.qa.validate(self.max_seq_length)
+            if self.qa.max_context_bytes != self.max_text_bytes:
+                raise ValueError(
+                    f"qa.max_context_bytes={self.qa.max_context_bytes} differs from "
+                    f"max_text_bytes={self.max_text_bytes}: the text models have one request "
+                    f"limit, max_text_bytes"
+                )
         if calibrated := [f for f in self.formats if formats.REGISTRY[f].calibrated]:
             if not self.representative_data:
                 raise ValueError(
@@ -176,21 +189,30 @@ def _examples(config: ExportConfig, head: ServingHead, tokenizer):
     return verification, calibration, texts[:verify], source
 
 
-def _report(config: ExportConfig, head: ServingHead, verification, calibration, source) -> dict:
+def _identity(config: ExportConfig, head: ServingHead) -> dict:
+    """The report's fields that say which export wrote it (not what it measured): a version
+    whose report holds other values was exported from another model or with other settings."""
     return {
         "model_name": config.model_name,
         "version": config.version,
         "head": head.kind,
         "max_seq_length": config.max_seq_length,
         "max_predictions_per_seq": config.max_predictions_per_seq,
+        "max_text_bytes": config.max_text_bytes,
         "albert_config": head.config.to_dict(),
+        "thresholds": dataclasses.asdict(config.thresholds),
+    }
+
+
+def _report(config: ExportConfig, head: ServingHead, verification, calibration, source) -> dict:
+    return {
+        **_identity(config, head),
         "tensorflow": tf.__version__,
         "verification": {
             "source": source,
             "num_examples": export_data.num_examples(verification),
             "num_calibration_examples": export_data.num_examples(calibration),
         },
-        "thresholds": dataclasses.asdict(config.thresholds),
         "artifacts": {},
     }
 
@@ -216,8 +238,10 @@ def _raise_one_line(error: BaseException, outcome: str):
 def export_model(head: ServingHead, config: ExportConfig) -> dict:
     """Export `head` as `config` asks; returns the report (also written as json).
 
+    A version this same export already published whole (a rerun of one stopped after its
+    commit point; `publish.published_version`) is not exported again: its report is returned.
     Raises ValueError on bad settings and OSError on output paths of the wrong kind or a version
-    already exported before writing anything; the OSError of a full or refusing output
+    already exported otherwise before writing anything; the OSError of a full or refusing output
     filesystem, with a note saying what became of the staging directory; `ParityError` (after
     publishing everything that passed, and the report) when some artifacts failed verification.
     """
@@ -246,6 +270,21 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
         staging = publish.Staging(
             config.output_dir, name, version, [*version_directories, report_path]
         )
+    except publish.VersionTaken as error:
+        # Maybe this same export's version, stopped after its commit point (Staging has just
+        # finished the renames it left): then it is whole in place and nothing is left to do.
+        groups = [set(spec.artifacts) & set(places) for spec in specs]
+        report = publish.published_version(report_path, _identity(config, head), places, groups)
+        if report is None:
+            _raise_one_line(error, f"nothing was written in {config.output_dir}")
+        logging.info(
+            "%s version %d is already exported and complete in %s (%s): nothing to do",
+            name,
+            version,
+            config.output_dir,
+            report_path,
+        )
+        return report
     except OSError as error:
         _raise_one_line(error, f"nothing was written in {config.output_dir}")
     try:

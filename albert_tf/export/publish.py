@@ -11,7 +11,8 @@ directory is then renamed into place whole, and the report last:
 - one stopped after it (between two renames) leaves a committed staging directory, whose renames
   the next export of `<name>` finishes before anything else, with the same code;
 so every version directory a reader (TF Serving) sees is complete, and a reader who finds a report
-finds everything it lists. Each cleanup is logged.
+finds everything it lists. Each cleanup is logged. A rerun of an export stopped after the commit
+point thus finds its version whole in place (`published_version`): nothing is left to do.
 
 An export holds a lock (`flock`) on its staging directory while it runs, and on `output_dir`
 while it cleans, claims a version or publishes one, so that a live export's staging directory is
@@ -24,11 +25,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 from absl import logging
 
@@ -154,6 +156,11 @@ def check_output_paths(output_dir: str, version_directories: list[str], report: 
         raise IsADirectoryError(f"{report} is a directory, where the export report goes")
 
 
+class VersionTaken(FileExistsError):
+    """A final path of the version exists: an export of this version that got past its commit
+    point left it (`published_version` tells), or it is another's."""
+
+
 def _refuse_taken(name: str, version: int, paths: list[str], running: dict[int, str]) -> None:
     if version in running:
         raise FileExistsError(
@@ -162,7 +169,42 @@ def _refuse_taken(name: str, version: int, paths: list[str], running: dict[int, 
         )
     taken = [p for p in paths if os.path.lexists(p)]
     if taken:
-        raise FileExistsError(f"already exported (choose another version): {taken}")
+        raise VersionTaken(f"already exported (choose another version): {taken}")
+
+
+def published_version(
+    report_path: str, expected: dict, places: dict[str, str], formats: Iterable[Collection[str]]
+) -> dict | None:
+    """The report at `report_path` when it is that of a version this export would publish, all
+    of it in place; None otherwise.
+
+    Such a report holds each of `expected`'s fields with its value (what names the export: the
+    model, its config, the lengths), records only artifacts of `places` ({key: final path}),
+    each verified and at its place, and at least one of each requested format's artifact keys
+    (`formats`). As the report is published last, it is there only beside everything it lists:
+    an export stopped after its commit point leaves such a version (once `clean_leftovers`
+    finished its renames); a foreign or different version, or one with a refused artifact,
+    does not match."""
+    try:
+        with open(report_path, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or not isinstance(report.get("artifacts"), dict):
+        return None
+    # Compared as the report stores them (tuples as lists, non-finite floats as null).
+    expected = json.loads(json.dumps(json_safe(expected)))
+    if any(report.get(field) != value for field, value in expected.items()):
+        return None
+    recorded = report["artifacts"]
+    for key, record in recorded.items():
+        if key not in places or not isinstance(record, dict) or record.get("failures"):
+            return None
+        if not os.path.exists(places[key]):
+            return None
+    if not all(set(keys) & set(recorded) for keys in formats):
+        return None
+    return report
 
 
 class Staging:

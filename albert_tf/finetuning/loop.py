@@ -33,6 +33,7 @@ from albert_tf.finetuning.selection import (
     CheckpointEvaluator,
     list_checkpoints,
 )
+from albert_tf.finetuning.new_output_dir import emptied_unless_checkpointed
 from albert_tf.finetuning.resume import TRAIN_STATE_DIR
 from albert_tf.finetuning.task import LoopSettings, Task, initial_weights
 from albert_tf.finetuning.training import model_dtype, train
@@ -178,7 +179,9 @@ def run(
     instead of those of `output_dir`: it is neither copied to `model.ckpt-best` nor deleted.
 
     The chief holds `output_dir` for the job (`OutputInUseError` while another job does) and
-    first removes what a killed run left there (`albert_tf.output_dirs.claim_output_dir`).
+    first removes what a killed run left there (`albert_tf.output_dirs.claim_output_dir`). A job
+    that fails or is stopped before its first checkpoint leaves a new `output_dir` as it found
+    it (`albert_tf.finetuning.new_output_dir`).
     """
     config = task.settings
     if not (do_train or do_eval or do_predict or config.export_dir):
@@ -190,8 +193,15 @@ def run(
     if do_predict:
         task.check_predict_inputs()  # fail before hours of training
     chief = strategy is None or is_chief(strategy)
-    with claim_output_dir(
-        config.output_dir, (TRAIN_STATE_DIR,), writes=chief, other_writers=is_multi_worker(strategy)
+    created = not os.path.lexists(config.output_dir)
+    with (
+        claim_output_dir(
+            config.output_dir,
+            (TRAIN_STATE_DIR,),
+            writes=chief,
+            other_writers=is_multi_worker(strategy),
+        ),
+        emptied_unless_checkpointed(config.output_dir, writes=chief, created=created),
     ):
         return _run(task, albert_config, do_train, do_eval, do_predict, strategy, checkpoint)
 

@@ -29,6 +29,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.task_base import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning import loop
+from albert_tf.finetuning.new_output_dir import emptied_unless_checkpointed
 from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1
 from albert_tf.modeling.heads.squad_v2 import AlbertSquadV2
 from albert_tf.tasks.squad import inputs as squad_inputs
@@ -259,7 +260,13 @@ def run(
     # The predict file's windows are cached in output_dir before the loop claims it: held from
     # here on, so that a second job stops before any work.
     chief = strategy is None or is_chief(strategy)
-    with lock_output_dir(config.output_dir) if chief else contextlib.nullcontext():
+    # The cache is this run's too: a run that ends before its first checkpoint in a directory new
+    # to it removes it with the rest (the loop's own check comes after the cache is written).
+    created = not os.path.lexists(config.output_dir)
+    with (
+        lock_output_dir(config.output_dir) if chief else contextlib.nullcontext(),
+        emptied_unless_checkpointed(config.output_dir, writes=chief, created=created),
+    ):
         if do_train:
             task.settings = config = with_schedule(config, len(task.train_examples()))
         do_eval = do_predict and task.predict_inputs().scorable
