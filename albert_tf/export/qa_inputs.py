@@ -2,10 +2,12 @@
 
 A SavedModel signature declares its inputs' shapes but does not enforce them (TF Serving and
 `signatures[...]` feed a [B, 1] or scalar string through a [None] input): `string_batch` does,
-naming the input. The text-in QA model also bounds the text a request holds
-(`max_context_bytes`, stored in the model) before any work, and rejects text that is not UTF-8 (its answers are
-cut from the context by character, which only valid UTF-8 has). Dtypes are checked before the
-graph runs, by whatever feeds it (TF Serving's request parsing, or the signature's call).
+naming the input. Every text-in model also bounds the text a request holds (`bounded_texts`: the
+QA model's `max_context_bytes`, the others' `max_text_bytes`, stored in the model) before any work,
+and rejects text that is not UTF-8 (the QA model's answers are cut from the context by character,
+which only valid UTF-8 has; for the others the Python tokenizer, whose ids they must equal, takes
+only Unicode text). Dtypes are checked before the graph runs, by whatever feeds it (TF Serving's request
+parsing, or the signature's call).
 """
 
 from __future__ import annotations
@@ -23,41 +25,37 @@ def _first_failing(ok: tf.Tensor) -> tf.Tensor:
     return tf.argmax(tf.concat([tf.cast(~ok, tf.int32), [1]], 0), output_type=tf.int32)
 
 
-def checked_requests(
-    question: tf.Tensor, context: tf.Tensor, max_context_bytes: int
-) -> tuple[tf.Tensor, tf.Tensor]:
-    """`question` and `context` behind checks: each a string [B] of the same B, valid UTF-8,
-    and at most `max_context_bytes` UTF-8 bytes of each field in the request (all its rows
-    together: memory grows with the request's total text). A failed check stops the request
-    with one line naming the field (and the row, or the limit)."""
-    question = string_batch(question, "question")
-    context = string_batch(context, "context")
-    checks = [
-        tf.debugging.assert_equal(
-            tf.shape(question),
-            tf.shape(context),
-            message="question and context must have the same batch size",
-        )
-    ]
-    for name, texts in (("question", question), ("context", context)):
-        total = tf.reduce_sum(tf.cast(tf.strings.length(texts, unit="BYTE"), tf.int64))
+def _rows_of(field: str) -> str:
+    """How a message names all rows of `field`: "contexts", "texts", "text_a texts"."""
+    return f"{field}s" if field.isalpha() else f"{field} texts"
+
+
+def bounded_texts(texts: dict[str, tf.Tensor], max_bytes: int, limit_name: str) -> dict:
+    """`texts` (request field -> string [B]) behind checks: at most `max_bytes` UTF-8 bytes in
+    each field, all its rows together (memory grows with the request's total text), then each
+    row valid UTF-8. Lengths are read without touching the text, so a request over the limit is
+    stopped before anything decodes it. A failed check stops the request with one line naming
+    the field and `limit_name` (the limit's name in the model's settings) or the row."""
+    checks = []
+    for name, rows in texts.items():
+        total = tf.reduce_sum(tf.cast(tf.strings.length(rows, unit="BYTE"), tf.int64))
         checks.append(
             tf.debugging.Assert(
-                total <= max_context_bytes,
+                total <= max_bytes,
                 [
                     tf.strings.format(
-                        f"{name}: the {name}s of the request hold {{}} bytes, more than "
-                        f"max_context_bytes={max_context_bytes} (the limit stored in this model, "
-                        f"for all {name}s of a request together)",
+                        f"{name}: the {_rows_of(name)} of the request hold {{}} bytes, more than "
+                        f"{limit_name}={max_bytes} (the limit stored in this model, "
+                        f"for all {_rows_of(name)} of a request together)",
                         (total,),
                     )
                 ],
             )
         )
     with tf.control_dependencies(checks):  # no decoding of a text over the limit
-        for name, texts in (("question", question), ("context", context)):
+        for name, rows in texts.items():
             valid = tf.equal(
-                tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace"), texts
+                tf.strings.unicode_transcode(rows, "UTF-8", "UTF-8", errors="replace"), rows
             )
             checks.append(
                 tf.debugging.Assert(
@@ -70,4 +68,28 @@ def checked_requests(
                 )
             )
     with tf.control_dependencies(checks):
-        return tf.identity(question), tf.identity(context)
+        return {name: tf.identity(rows) for name, rows in texts.items()}
+
+
+def same_batch_size(first: tf.Tensor, second: tf.Tensor, message: str) -> tuple:
+    """`first` and `second` behind a check that they hold as many rows, failing with `message`."""
+    check = tf.debugging.assert_equal(tf.shape(first), tf.shape(second), message=message)
+    with tf.control_dependencies([check]):
+        return tf.identity(first), tf.identity(second)
+
+
+def checked_requests(
+    question: tf.Tensor, context: tf.Tensor, max_context_bytes: int
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """`question` and `context` behind checks: each a string [B] of the same B, then
+    `bounded_texts` at `max_context_bytes`. A failed check stops the request with one line naming
+    the field (and the row, or the limit)."""
+    question, context = same_batch_size(
+        string_batch(question, "question"),
+        string_batch(context, "context"),
+        "question and context must have the same batch size",
+    )
+    checked = bounded_texts(
+        {"question": question, "context": context}, max_context_bytes, "max_context_bytes"
+    )
+    return checked["question"], checked["context"]

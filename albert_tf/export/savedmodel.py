@@ -8,12 +8,16 @@ sequence and pooled outputs), `mlm` (+ `masked_lm_positions` -> `mlm_logits`) an
 The text models wrap `AlbertPreprocessingLayer` (tensorflow-text ops, which the stock TF Serving
 model server links, `serving_ops`): a preprocessing model (strings -> the three id tensors) and an
 end-to-end model (strings -> the head's outputs), each with `serving_default` (`text`) and `pairs`
-(`text_a`, `text_b`). `build` makes them all for the `saved_model` format (`formats.SAVED_MODEL`).
+(`text_a`, `text_b`). Their requests are checked before tokenization (`qa_inputs.bounded_texts`):
+at most `max_text_bytes` UTF-8 bytes per field, all rows together, and valid UTF-8; the limit is
+stored in the models (`TEXT_SETTINGS_FILE` among their assets) and in the export report. `build`
+makes them all for the `saved_model` format (`formats.SAVED_MODEL`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 
@@ -32,11 +36,15 @@ from albert_tf.export.parity import (
     merge_figures,
     parity_figures,
 )
-from albert_tf.export.qa_inputs import string_batch
+from albert_tf.export.qa_inputs import bounded_texts, same_batch_size, string_batch
+from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
 from albert_tf.export.serving_ops import non_stock_ops, tf_serving_failures
 from albert_tf.export.signatures import serving_functions
 from albert_tf.modeling.model import BACKBONE_INPUTS
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
+
+TEXT_SETTINGS_FILE = "text_settings.json"  # the text models' settings, beside their other assets
+MAX_TEXT_BYTES = "max_text_bytes"  # the limit's name in the settings, the report and messages
 
 
 @dataclasses.dataclass
@@ -112,25 +120,33 @@ def save_with_signatures(path: str, functions: dict, assets: dict[str, str]) -> 
     tf.saved_model.save(root, path, signatures=concrete)
 
 
-def text_functions(preprocessing, head: ServingHead | None) -> dict:
+def text_functions(
+    preprocessing, head: ServingHead | None, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+) -> dict:
     """`serving_default` (`text`) and `pairs` (`text_a`, `text_b`): string [batch] inputs to the
-    three id tensors (`head` None) or to the head's `serving_default` outputs."""
+    three id tensors (`head` None) or to the head's `serving_default` outputs. A request holding
+    more than `max_text_bytes` UTF-8 bytes in a field, or text that is not UTF-8, is refused
+    before tokenization (`qa_inputs.bounded_texts`)."""
 
     def finish(features):
         return features if head is None else head.outputs("serving_default", features)
 
     def single(text):
-        return finish(preprocessing(string_batch(text, "text")))
+        checked = bounded_texts(
+            {"text": string_batch(text, "text")}, max_text_bytes, MAX_TEXT_BYTES
+        )
+        return finish(preprocessing(checked["text"]))
 
     def pairs(text_a, text_b):
-        text_a, text_b = string_batch(text_a, "text_a"), string_batch(text_b, "text_b")
-        check = tf.debugging.assert_equal(
-            tf.shape(text_a),
-            tf.shape(text_b),
-            message="text_a and text_b must have the same batch size",
+        text_a, text_b = same_batch_size(
+            string_batch(text_a, "text_a"),
+            string_batch(text_b, "text_b"),
+            "text_a and text_b must have the same batch size",
         )
-        with tf.control_dependencies([check]):
-            return finish(preprocessing((tf.identity(text_a), tf.identity(text_b))))
+        checked = bounded_texts(
+            {"text_a": text_a, "text_b": text_b}, max_text_bytes, MAX_TEXT_BYTES
+        )
+        return finish(preprocessing((checked["text_a"], checked["text_b"])))
 
     text = tf.TensorSpec([None], tf.string, name="text")
     return {
@@ -206,6 +222,48 @@ def _text_inputs(signature: str, rows) -> dict[str, np.ndarray]:
     }
 
 
+def _requests_within(rows, max_text_bytes: int, size: int = 32):
+    """`rows` ((text_a, text_b or None)) as requests of up to `size` rows whose fields each hold at
+    most `max_text_bytes` UTF-8 bytes, all rows together (lists of row indices); and the rows that
+    no request can hold (a field over the limit on its own)."""
+    requests, over, request, totals = [], [], [], [0, 0]
+    for i, row in enumerate(rows):
+        sizes = [len(t.encode("utf-8")) if t is not None else 0 for t in row]
+        if max(sizes) > max_text_bytes:
+            over.append(i)
+            continue
+        if request and (
+            len(request) == size or any(t + n > max_text_bytes for t, n in zip(totals, sizes))
+        ):
+            requests.append(request)
+            request, totals = [], [0, 0]
+        request.append(i)
+        totals = [t + n for t, n in zip(totals, sizes)]
+    return requests + ([request] if request else []), over
+
+
+def _served(function, signature: str, rows, requests) -> dict[str, np.ndarray]:
+    """`function`'s outputs on `rows`, one call per request of row indices, concatenated."""
+    outputs = [
+        function(**_text_inputs(signature, [rows[i] for i in request])) for request in requests
+    ]
+    return {k: np.concatenate([o[k].numpy() for o in outputs]) for k in outputs[0]}
+
+
+def _served_over_limit(function, signature: str, rows, max_text_bytes: int) -> list:
+    """The `rows` (each over the limit) that `function` answers instead of refusing them with
+    the limit's message."""
+    served = []
+    for row in rows:
+        try:
+            function(**_text_inputs(signature, [row]))
+            served.append(row)
+        except tf.errors.InvalidArgumentError as error:
+            if f"more than {MAX_TEXT_BYTES}={max_text_bytes} " not in error.message:
+                served.append(row)
+    return served
+
+
 def verify_text_models(
     preprocessing_path: str,
     text_path: str,
@@ -215,32 +273,50 @@ def verify_text_models(
     texts,
     thresholds: ParityThresholds,
     limit: RelativeDiffLimit | Int8Limit,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
 ) -> dict:
     """Preprocessing ids must equal `tokenizer`'s exactly; text-model outputs must equal the Keras
     model's on those ids. `texts` are (text_a, text_b or None): `serving_default` gets every
-    text_a, `pairs` every pair with a text_b."""
-    preprocessing = tf.saved_model.load(preprocessing_path)
-    text_model = tf.saved_model.load(text_path)
-    id_failures, text_figures = [], []
+    text_a, `pairs` every pair with a text_b, in requests within `max_text_bytes` (the limit the
+    models store); both models must refuse, with the limit's message, every text over it."""
+    models = {
+        "preprocessing": tf.saved_model.load(preprocessing_path),
+        "text": tf.saved_model.load(text_path),
+    }
+    failures = {name: [] for name in models}
+    text_figures, refused = [], 0
     for signature, rows in (
         ("serving_default", [(a, None) for a, _ in texts]),
         ("pairs", [(a, b) for a, b in texts if b is not None]),
     ):
-        packed = [tokenizer.encode_pair(a, b, max_seq_length) for a, b in rows]
+        requests, over = _requests_within(rows, max_text_bytes)
+        for name, model in models.items():
+            served = _served_over_limit(
+                model.signatures[signature], signature, [rows[i] for i in over], max_text_bytes
+            )
+            if served:
+                failures[name].append(
+                    f"{signature}: {len(served)} requests over {MAX_TEXT_BYTES}={max_text_bytes} "
+                    f"not refused by the limit, e.g. {served[0]!r:.200}"
+                )
+        refused += len(over)
+        if not requests:  # a limit below every pair: only the refusals are checked
+            continue
+        order = [i for request in requests for i in request]
+        packed = [tokenizer.encode_pair(*rows[i], max_seq_length) for i in order]
         expected = {k: np.array([getattr(p, k) for p in packed], np.int32) for k in BACKBONE_INPUTS}
-        inputs = _text_inputs(signature, rows)
-        got = _batched(preprocessing.signatures[signature], inputs, tuple(inputs))
+        got = _served(models["preprocessing"].signatures[signature], signature, rows, requests)
         wrong = [
-            i
-            for i in range(len(rows))
-            if any((got[k][i] != expected[k][i]).any() for k in BACKBONE_INPUTS)
+            j
+            for j in range(len(order))
+            if any((got[k][j] != expected[k][j]).any() for k in BACKBONE_INPUTS)
         ]
         if wrong:
-            id_failures.append(
-                f"{signature}: {len(wrong)} of {len(rows)} texts get other ids than "
-                f"AlbertTokenizer, e.g. {rows[wrong[0]]!r:.200}"
+            failures["preprocessing"].append(
+                f"{signature}: {len(wrong)} of {len(order)} texts get other ids than "
+                f"AlbertTokenizer, e.g. {rows[order[wrong[0]]]!r:.200}"
             )
-        outputs = _batched(text_model.signatures[signature], inputs, tuple(inputs))
+        outputs = _served(models["text"].signatures[signature], signature, rows, requests)
         text_figures.append(
             parity_figures(
                 head.keras_outputs(expected, "serving_default"),
@@ -252,14 +328,26 @@ def verify_text_models(
     text_figures = merge_figures(text_figures)
     return {
         "preprocessing": {
-            "figures": {"num_texts": len(texts)},
-            "failures": id_failures + tf_serving_failures(preprocessing_path),
+            "figures": {"num_texts": len(texts), "num_refused_over_limit": refused},
+            "failures": failures["preprocessing"] + tf_serving_failures(preprocessing_path),
         },
         "text": {
             "figures": text_figures,
-            "failures": limit.failures(text_figures, thresholds) + tf_serving_failures(text_path),
+            "failures": failures["text"]
+            + limit.failures(text_figures, thresholds)
+            + tf_serving_failures(text_path),
         },
     }
+
+
+def write_text_settings(directory: str, head: ServingHead, max_seq_length: int, max_text_bytes):
+    """Write the text models' settings (`TEXT_SETTINGS_FILE`: head, `max_seq_length` and the
+    request limit `max_text_bytes`) in `directory`; returns its path, an asset of those models."""
+    path = os.path.join(directory, TEXT_SETTINGS_FILE)
+    settings = {"head": head.kind, "max_seq_length": max_seq_length, MAX_TEXT_BYTES: max_text_bytes}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(settings, f, indent=2)
+    return path
 
 
 def write_assets(directory: str, config: AlbertConfig, spm_model_file, do_lower_case) -> dict:
@@ -309,8 +397,15 @@ def build(job, spec) -> dict[str, str]:
     )
     staged["preprocessing"] = os.path.join(staging, "preprocessing")
     staged["text"] = os.path.join(staging, "text")
-    save_with_signatures(staged["preprocessing"], text_functions(preprocessing, None), assets)
-    save_with_signatures(staged["text"], text_functions(preprocessing, head), assets)
+    limit = config.max_text_bytes
+    settings = write_text_settings(
+        os.path.dirname(assets["albert_config_file"]), head, config.max_seq_length, limit
+    )
+    text_assets = {**assets, "text_settings_file": settings}
+    for key, model_head in (("preprocessing", None), ("text", head)):
+        save_with_signatures(
+            staged[key], text_functions(preprocessing, model_head, limit), text_assets
+        )
     job.artifacts.update(
         verify_text_models(
             staged["preprocessing"],
@@ -321,6 +416,7 @@ def build(job, spec) -> dict[str, str]:
             job.texts,
             job.thresholds,
             spec.parity,
+            limit,
         )
     )
     return staged
