@@ -71,19 +71,15 @@ flags.DEFINE_list(
 
 def _load(flags_):
     """The model the source flag names."""
-    import keras
-
-    import albert_tf.modeling  # noqa: F401  (registers every model class: task models' .keras)
     from albert_tf.checkpoints import load_tf1_checkpoint
     from albert_tf.checkpoints.hf import load_hf_model
+    from albert_tf.checkpoints.keras_files import load_keras_model
 
     if flags_.tf1_checkpoint:
         return load_tf1_checkpoint(flags_.tf1_checkpoint, flags_.albert_config_file)
     if flags_.hf_model:
         return load_hf_model(flags_.hf_model)
-    if not os.path.isfile(flags_.keras_model):
-        raise FileNotFoundError(f"Keras model file not found: {flags_.keras_model}")
-    return keras.saving.load_model(flags_.keras_model)
+    return load_keras_model(flags_.keras_model, compile=True)
 
 
 def _convert():

@@ -89,7 +89,7 @@ def test_config_checks_and_resolution(tmp_path, tiny_config_file):
     assert finetuning.resolve_albert_config(from_keras) == AlbertConfig(**TINY)
     (tmp_path / "other.keras").write_bytes(b"not a zip archive")
     other = dataclasses.replace(from_keras, init_checkpoint=str(tmp_path / "other.keras"))
-    with pytest.raises(ValueError, match="other.keras: not a .keras file of this library"):
+    with pytest.raises(ValueError, match=r"other.keras: not a .keras archive \(not a zip file\)"):
         finetuning.resolve_albert_config(other)
     release = FIXTURES / "original_checkpoints" / "albert_tiny_shared"  # albert_config.json beside
     beside = finetuning.FinetuneConfig(
@@ -103,6 +103,9 @@ def test_config_checks_and_resolution(tmp_path, tiny_config_file):
     assert finetuning.resolve_albert_config(beside) == AlbertConfig.from_json_file(
         release / "albert_config.json"
     )
+    (tmp_path / "ckpt").mkdir()  # a whole checkpoint with no albert_config.json beside it
+    for name in ("model.ckpt.index", "model.ckpt.data-00000-of-00001"):
+        shutil.copy(release / name, tmp_path / "ckpt" / name)
     bare = finetuning.FinetuneConfig(
         "rte",
         "d",

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.checkpoints.keras_files import albert_config_of_keras_file, load_keras_model
+from albert_tf.checkpoints.tf1_index import check_data_files
 from albert_tf.config import AlbertConfig
 from albert_tf.io import make_temporary_dir, write_text
 from albert_tf.modeling.model import AlbertPretrainer
@@ -243,14 +245,33 @@ def save_tf1_checkpoint(model, path: str | os.PathLike, global_step: int | None 
     return path
 
 
+def open_tf1_checkpoint(path: str | os.PathLike):
+    """(prefix, TensorFlow's reader) of the TF1 checkpoint at `path` (prefix or directory), once
+    its `.index` and data files check whole (`tf1_index.check_data_files`)."""
+    prefix = resolve_checkpoint_prefix(path)
+    check_data_files(prefix)
+    return prefix, tf.train.load_checkpoint(prefix)
+
+
 def read_tf1_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """All model tensors of a TF1 checkpoint by name (optimizer slots and step skipped)."""
-    reader = tf.train.load_checkpoint(resolve_checkpoint_prefix(path))
-    return {
-        name: reader.get_tensor(name)
-        for name in reader.get_variable_to_shape_map()
-        if not _SKIPPED.search(name)
-    }
+    """All model tensors of a TF1 checkpoint by name (optimizer slots and step skipped).
+
+    A checkpoint whose `.index` is unreadable or whose data files are missing, cut short or
+    corrupt raises ValueError naming the file (and the tensor that could not be read)."""
+    prefix, reader = open_tf1_checkpoint(path)
+    tensors = {}
+    for name in reader.get_variable_to_shape_map():
+        if _SKIPPED.search(name):
+            continue
+        try:
+            tensors[name] = reader.get_tensor(name)
+        except (IndexError, tf.errors.OpError) as error:
+            # Damage the sizes do not show (a checksum mismatch): TensorFlow names no file.
+            raise ValueError(
+                f"{prefix}: cannot read tensor {name} from the checkpoint's data files "
+                f"({type(error).__name__}: {error})"
+            ) from None
+    return tensors
 
 
 def tf1_weights(model) -> dict[str, np.ndarray]:
@@ -260,14 +281,24 @@ def tf1_weights(model) -> dict[str, np.ndarray]:
 
 def read_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """{original name: array} from a TF1 checkpoint (prefix or directory) or one of our `.keras`
-    files (`AlbertPretrainer`, `AlbertModel` or `AlbertClassifier`)."""
-    import keras
-
-    import albert_tf.modeling  # noqa: F401  (registers every model class for load_model)
-
+    files (`AlbertPretrainer`, `AlbertModel` or a task model). A missing file raises
+    FileNotFoundError; a damaged one, or another library's model, ValueError naming the file."""
     path = os.fspath(path)
     if path.endswith(".keras"):
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"Keras model file not found: {path}")
-        return tf1_weights(keras.saving.load_model(path, compile=False, safe_mode=True))
+        model = load_keras_model(path)
+        try:
+            return tf1_weights(model)
+        except KeyError as error:  # one of our classes, but a variable of no known name
+            raise ValueError(f"{path}: {error.args[0]}") from None
     return read_tf1_checkpoint(path)
+
+
+def check_weights_file(path: str | os.PathLike) -> None:
+    """Raises what `read_weights` would for a missing, damaged or foreign file (a `.keras` file
+    of another library, a TF1 checkpoint with data files missing or cut short), reading only the
+    `.keras` file's config or the checkpoint's `.index`."""
+    path = os.fspath(path)
+    if path.endswith(".keras"):
+        albert_config_of_keras_file(path)
+    else:
+        check_data_files(resolve_checkpoint_prefix(path))

@@ -11,6 +11,7 @@ import keras
 
 from albert_tf.checkpoints.hf import load_hf_config, load_hf_model
 from albert_tf.checkpoints.hf_config import HF_EXTRA
+from albert_tf.checkpoints.keras_files import load_keras_model
 from albert_tf.config import AlbertConfig
 from albert_tf.export.heads import REGISTRY, TF1_PRETRAINING_HEAD, head_spec
 from albert_tf.export.savedmodel import ServingHead
@@ -50,8 +51,27 @@ def serving_head(
             f"{model.name} holds no AlbertModel to read the ALBERT config from; "
             "give albert_config_file"
         )
-    spec.check(model)
+    try:
+        spec.check(model)
+    except ValueError as error:
+        raise ValueError(f"{error}; {_heads_that_fit(model, kind)}") from None
     return ServingHead(kind, model, config)
+
+
+def _heads_that_fit(model: keras.Model, refused: str) -> str:
+    """Which other head kinds `model` passes the check of, as `--head` values."""
+    fits = []
+    for kind, spec in REGISTRY.items():
+        if kind == refused:
+            continue
+        try:
+            spec.check(model)
+        except Exception:  # a check that cannot even run (a probe of the wrong rank) fails too
+            continue
+        fits.append(f"--head={kind}")
+    if fits:
+        return f"it fits {' or '.join(fits)}"
+    return f"it fits none of the heads ({', '.join(REGISTRY)})"
 
 
 def _from_tf1(
@@ -119,10 +139,11 @@ def load_serving_head(
     if tf1_checkpoint:
         model = _from_tf1(kind, tf1_checkpoint, albert_config_file, model_options or {})
         return serving_head(kind, model)
-    import albert_tf.modeling  # noqa: F401  (registers every model class for load_model)
-
-    if not os.path.isfile(keras_model):
-        raise FileNotFoundError(f"Keras model file not found: {keras_model}")
-    return serving_head(
-        kind, keras.saving.load_model(keras_model, compile=False), albert_config_file
-    )
+    # Any Keras model may serve as a classifier given albert_config_file (`heads.CLASSIFIER`);
+    # without it, the ALBERT config must come from one of our models in it.
+    accept = "any" if albert_config_file else "albert_inside"
+    model = load_keras_model(keras_model, accept=accept)
+    try:
+        return serving_head(kind, model, albert_config_file)
+    except ValueError as error:
+        raise ValueError(f"{keras_model}: {error}") from None

@@ -16,16 +16,15 @@ step 0; after a resume the dropout masks are not those an uninterrupted run woul
 
 from __future__ import annotations
 
-import json
 import os
-import zipfile
 
 import keras
 import tensorflow as tf
 from absl import logging
 
 from albert_tf.checkpoints.hf import is_hf_folder, load_hf_config
-from albert_tf.checkpoints.tf1 import resolve_checkpoint_prefix
+from albert_tf.checkpoints.keras_files import albert_config_of_keras_file
+from albert_tf.checkpoints.tf1 import check_weights_file, open_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.selection import (
     BEST_CHECKPOINT,
@@ -56,9 +55,17 @@ __all__ = [
 def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
     """The model config: `albert_config_file`, else the `config.json` of an `hf_model` folder,
     else the one inside a `.keras` init checkpoint, else `albert_config.json` beside a TF1 init
-    checkpoint (release layout) or in `output_dir`."""
+    checkpoint (release layout) or in `output_dir`. An `init_checkpoint` that does not exist or
+    is damaged is refused first (`check_weights_file`)."""
     candidates = []
     hf_model = getattr(config, "hf_model", None)
+    init = config.init_checkpoint
+    # Checked first: a missing one would otherwise read as a missing albert_config.json beside it.
+    if init and not (tf.io.gfile.exists(init) or tf.io.gfile.exists(f"{init}.index")):
+        tf1 = "" if init.endswith(".keras") else f" (nor a TF1 checkpoint {init}.index)"
+        raise FileNotFoundError(f"init_checkpoint={init}: no such file or directory{tf1}")
+    if init and not is_hf_folder(init):
+        check_weights_file(init)  # damage found before the output directory is touched
     if config.albert_config_file:
         albert_config = AlbertConfig.from_json_file(config.albert_config_file)
     elif hf_model:
@@ -69,16 +76,7 @@ def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
             "hf_model (its config.json is then the model config)"
         )
     elif config.init_checkpoint and config.init_checkpoint.endswith(".keras"):
-        try:
-            with zipfile.ZipFile(config.init_checkpoint) as archive:
-                albert_config = AlbertConfig.from_dict(
-                    json.loads(archive.read("config.json"))["config"]["albert_config"]
-                )
-        except (zipfile.BadZipFile, KeyError, TypeError, ValueError) as e:
-            raise ValueError(
-                f"init_checkpoint={config.init_checkpoint}: not a .keras file of this library "
-                f"with an albert_config ({type(e).__name__}: {e})"
-            ) from None
+        albert_config = albert_config_of_keras_file(config.init_checkpoint)
     else:
         if config.init_checkpoint:
             base = config.init_checkpoint
@@ -105,7 +103,7 @@ def checkpoint_step(path: str) -> int:
     transformers folder)."""
     if str(path).endswith(".keras") or is_hf_folder(path):
         return 0
-    reader = tf.train.load_checkpoint(resolve_checkpoint_prefix(path))
+    _, reader = open_tf1_checkpoint(path)
     return int(reader.get_tensor("global_step")) if reader.has_tensor("global_step") else 0
 
 
