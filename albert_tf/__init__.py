@@ -2,7 +2,15 @@
 
 import importlib
 
-__all__ = ["AlbertConfig", "AlbertModel", "AlbertPretrainer", "AlbertClassifier"]
+from albert_tf.registration import register_when_keras_loads
+
+__all__ = [
+    "AlbertConfig",
+    "AlbertModel",
+    "AlbertPretrainer",
+    "AlbertClassifier",
+    "AlbertTextClassifier",
+]
 __version__ = "0.1.0"
 
 # Lazy (PEP 562): `albert_tf.text.tokenization`, `albert_tf.records` and `albert_tf.config` must not
@@ -13,6 +21,7 @@ _LAZY = {
     "AlbertModel": "albert_tf.modeling.model",
     "AlbertPretrainer": "albert_tf.modeling.model",
     "AlbertClassifier": "albert_tf.modeling.heads.classifier",
+    "AlbertTextClassifier": "albert_tf.modeling.heads.text_classifier",
 }
 
 
@@ -32,3 +41,6 @@ def lazy_attributes(package: str, table: dict[str, str], defined: dict):
 
 
 __getattr__, __dir__ = lazy_attributes(__name__, _LAZY, globals())
+
+# So that `keras.saving.load_model` reads the library's `.keras` files after `import albert_tf`.
+register_when_keras_loads()

@@ -61,6 +61,7 @@ def test_every_format_names_its_gate_destination_and_calibration():
         "tflite_int8_dynamic",
         "tflite_int8",
         "tflite_int8_integer_only",
+        "keras_text",
     )
     assert [name for name, s in formats.REGISTRY.items() if s.calibrated] == [
         "tflite_int8",
@@ -93,6 +94,7 @@ def test_every_format_names_its_gate_destination_and_calibration():
         "tflite_int8_dynamic": "out/m_tflite/2/m_int8_dynamic.tflite",
         "tflite_int8": "out/m_tflite/2/m_int8.tflite",
         "tflite_int8_integer_only": "out/m_tflite/2/m_int8_integer_only.tflite",
+        "keras_text": "out/m_keras/2/m_text.keras",
         "report": "out/export_report_m_2.json",
     }
     # The text models are held to the saved_model format's gate.

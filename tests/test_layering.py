@@ -26,6 +26,7 @@ LAYERS = (
         "albert_tf.records",
         "albert_tf.settings",
         "albert_tf.stopping",
+        "albert_tf.registration",
     ),
     ("albert_tf.text",),
     ("albert_tf.modeling",),
@@ -46,6 +47,7 @@ TENSORFLOW_FREE = (
     "albert_tf.output_dirs",
     "albert_tf.settings",
     "albert_tf.stopping",
+    "albert_tf.registration",
     # The settings the CLIs define their flags from (`--help` loads no TensorFlow).
     "albert_tf.tasks.glue.config",
     "albert_tf.tasks.squad.config",

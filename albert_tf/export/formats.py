@@ -130,6 +130,7 @@ class FormatSpec:
         parity: the gate its artifacts' figures must pass.
         text_artifacts: the artifacts written only with a SentencePiece model.
         tflite: how a TFLite format converts; None for others.
+        heads: the head kinds it is written for; None: every head.
     """
 
     name: str
@@ -139,12 +140,22 @@ class FormatSpec:
     parity: RelativeDiffLimit | Int8Limit
     text_artifacts: tuple[str, ...] = ()
     tflite: TfliteRecipe | None = None
+    heads: tuple[str, ...] | None = None
 
     def __post_init__(self):
         if not self.artifacts or REPORT in self.artifacts:
             raise ValueError(f"format {self.name!r}: artifacts must be named, none {REPORT!r}")
         if not set(self.text_artifacts) <= set(self.artifacts):
             raise ValueError(f"format {self.name!r}: text artifacts must be among its artifacts")
+
+    def refusal(self, head: str, has_tokenizer: bool) -> str | None:
+        """Why this format cannot be exported for head kind `head` (with or without a
+        SentencePiece model); None if it can."""
+        if self.heads is not None and head not in self.heads:
+            return f"format {self.name!r} is written for --head in {self.heads}, not {head!r}"
+        if not has_tokenizer and set(self.artifacts) <= set(self.text_artifacts):
+            return f"format {self.name!r} takes text: it needs spm_model_file"
+        return None
 
     @property
     def calibrated(self) -> bool:
@@ -202,6 +213,13 @@ def build_tflite(job: ExportJob, spec: FormatSpec) -> dict[str, str]:
     return tflite.build(job, spec)
 
 
+def build_keras_text(job: ExportJob, spec: FormatSpec) -> dict[str, str]:
+    """The text `.keras` classifier (`keras_text.build`)."""
+    from albert_tf.export import keras_text
+
+    return keras_text.build(job, spec)
+
+
 def attach_app_metadata(model: bytes, job: ExportJob, artifact: str) -> tuple[bytes, dict]:
     """The post-processing step of every TFLite format: metadata for on-device clients
     (`app_metadata.attach`)."""
@@ -238,6 +256,17 @@ SAVED_MODEL = FormatSpec(
     },
     parity=RelativeDiffLimit("saved_model_relative_diff"),
     text_artifacts=("preprocessing", "text"),
+)
+KERAS_TEXT = FormatSpec(
+    name="keras_text",
+    summary="a .keras classifier taking raw strings (tokenization in the graph, the SentencePiece "
+    "model inside; probabilities and label names out) for keras.saving.load_model; "
+    "--head=classifier with --spm_model_file",
+    build=build_keras_text,
+    artifacts={"keras_text": Destination("{name}_keras", "{name}_text.keras")},
+    parity=RelativeDiffLimit("saved_model_relative_diff"),
+    text_artifacts=("keras_text",),
+    heads=("classifier",),
 )
 TFLITE_FP32 = tflite_format(
     "fp32", "TFLite, fp32: the reference", RelativeDiffLimit("fp32_relative_diff"), TfliteRecipe()
@@ -285,6 +314,7 @@ REGISTRY: dict[str, FormatSpec] = {
         TFLITE_INT8_DYNAMIC,
         TFLITE_INT8,
         TFLITE_INT8_INTEGER_ONLY,
+        KERAS_TEXT,
     )
 }
 

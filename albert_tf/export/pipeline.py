@@ -8,6 +8,8 @@ Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
                                            SQuAD heads: question, context -> answer, `qa_text`)
     <model_name>_tflite/<version>/         <model_name>_{fp32,fp16,int8_dynamic,int8,
                                                          int8_integer_only}.tflite
+    <model_name>_keras/<version>/          <model_name>_text.keras: a classifier taking raw
+                                           strings (`keras_text`)
     export_report_<model_name>_<version>.json
 
 Everything is built in one staging directory beside them, checked, and published all or nothing
@@ -248,6 +250,10 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
     config.validate(head.config)
     specs = [formats.REGISTRY[name] for name in dict.fromkeys(config.formats)]
     tokenizer = _tokenizer(config, head.config)
+    for spec in specs:
+        refusal = spec.refusal(head.kind, tokenizer is not None)
+        if refusal:  # before any work
+            raise ValueError(refusal)
     destinations = config.destinations()
     places = {
         key: destinations[key]

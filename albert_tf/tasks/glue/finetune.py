@@ -26,6 +26,7 @@ from albert_tf.checkpoints.hf_config import HF_EXTRA
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.task_base import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
+from albert_tf.finetuning.text_bundle import bundle_label_names, write_text_classifier
 from albert_tf.finetuning import loop
 from albert_tf.finetuning.progress import predict_with_progress
 from albert_tf.finetuning.selection import CheckpointEvaluator
@@ -244,7 +245,8 @@ class GlueFinetuneTask(TaskBase):
 
     def export(self, model: AlbertClassifier, checkpoint: str, albert_config: AlbertConfig) -> str:
         """Saves `classifier.keras` (+ config, SentencePiece model, `classifier_info.json`) to
-        `export_dir` for `pipelines/export.py --head=classifier`."""
+        `export_dir` for `pipelines/export.py --head=classifier`, and `classifier_text.keras`, the
+        same classifier taking raw strings (`text_bundle.write_text_classifier`)."""
         config, task = self.settings, self.settings.task
         info = {
             "task_name": task.name,
@@ -262,6 +264,16 @@ class GlueFinetuneTask(TaskBase):
             "max_seq_length": config.max_seq_length,
             "do_lower_case": config.do_lower_case,
         }
+        # Before the manifest, which `write_serving_bundle` writes last: a bundle whose manifest
+        # is in place is whole.
+        write_text_classifier(
+            config.export_dir,
+            model,
+            config.spm_model_file,
+            config.max_seq_length,
+            config.do_lower_case,
+            bundle_label_names(info),
+        )
         return write_serving_bundle(
             config.export_dir,
             model,
