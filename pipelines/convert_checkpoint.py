@@ -12,6 +12,9 @@
 Any source goes to any target: --keras_model or --hf_model with --output=model.ckpt writes a
 TF1 checkpoint, --tf1_checkpoint with --output_hf a transformers folder. Bad input stops with one
 line naming the file (and the tensor or config key); nothing is written under the output name.
+--output_hf always writes the tokenizer (spiece.model, tokenizer_config.json): from
+--spm_model_file, else the fine-tuning bundle of --keras_model (with its casing and label names),
+else --hf_model's; a source without one is refused.
 """
 
 import os
@@ -56,16 +59,23 @@ flags.DEFINE_string(
 flags.DEFINE_string(
     "spm_model_file",
     None,
-    "With --output_hf: the SentencePiece model to copy into it as spiece.model (default: "
-    "--hf_model's spiece.model, if any).",
+    "With --output_hf: the SentencePiece model to copy into it as spiece.model (default: the "
+    "bundle's, for a --keras_model of a fine-tuning bundle; --hf_model's spiece.model). "
+    "Required where neither has one: a folder without its tokenizer is refused.",
+)
+flags.DEFINE_bool(
+    "do_lower_case",
+    True,
+    "With --output_hf: the casing tokenizer_config.json states (default: the bundle's or "
+    "--hf_model's own, where they state one).",
 )
 
 flags.DEFINE_list(
     "label_names",
     None,
-    "With --output_hf, for a classifier: its labels in order, as config.json's id2label (e.g. "
-    "the `labels` of a fine-tuning bundle's classifier_info.json; default: kept from a "
-    "transformers source, else LABEL_0, LABEL_1, ...).",
+    "With --output_hf, for a classifier: its labels in order, as config.json's id2label "
+    "(default: the label names of a fine-tuning bundle's classifier_info.json, for its "
+    "--keras_model; kept from a transformers source; else LABEL_0, LABEL_1, ...).",
 )
 
 
@@ -82,6 +92,33 @@ def _load(flags_):
     return load_keras_model(flags_.keras_model, compile=True)
 
 
+def _hf_tokenizer_and_labels(model) -> dict:
+    """save_hf_model's tokenizer and label arguments: the flags, else what the source holds
+    (a fine-tuning bundle's manifest beside --keras_model, a --hf_model folder's files). A
+    source without a SentencePiece model is refused: transformers would have no tokenizer."""
+    from albert_tf.checkpoints.hf import resolve_do_lower_case, resolve_spm_model_file
+    from albert_tf.finetuning.bundle_manifest import bundle_manifest
+    from albert_tf.finetuning.text_bundle import bundle_label_names
+    from albert_tf.modeling.heads.classifier import AlbertClassifier
+
+    manifest = bundle_manifest(FLAGS.keras_model) or {}
+    spm = FLAGS.spm_model_file or manifest.get("spm_model_file")
+    spm = resolve_spm_model_file(spm, FLAGS.hf_model)
+    if not spm:
+        raise ValueError(
+            f"--output_hf={FLAGS.output_hf}: no SentencePiece model to write as its tokenizer "
+            "(spiece.model) for transformers' AutoTokenizer: pass --spm_model_file"
+        )
+    do_lower_case = FLAGS.do_lower_case
+    if not FLAGS["do_lower_case"].present:
+        do_lower_case = manifest.get("do_lower_case", do_lower_case)
+        do_lower_case = resolve_do_lower_case(do_lower_case, FLAGS.hf_model)
+    label_names = FLAGS.label_names
+    if not label_names and isinstance(model, AlbertClassifier) and not model.regression:
+        label_names = bundle_label_names(manifest)
+    return {"spm_model_file": spm, "do_lower_case": do_lower_case, "label_names": label_names}
+
+
 def _convert():
     from albert_tf.checkpoints import save_tf1_checkpoint
     from albert_tf.checkpoints.hf import resolve_spm_model_file, save_hf_model
@@ -89,10 +126,13 @@ def _convert():
 
     model = _load(FLAGS)
     if FLAGS.output_hf:
-        spm = resolve_spm_model_file(FLAGS.spm_model_file, FLAGS.hf_model)
-        save_hf_model(model, FLAGS.output_hf, label_names=FLAGS.label_names, spm_model_file=spm)
-        if spm:
-            logging.info("copied %s as its spiece.model", spm)
+        tokenizer_and_labels = _hf_tokenizer_and_labels(model)
+        save_hf_model(model, FLAGS.output_hf, **tokenizer_and_labels)
+        logging.info(
+            "copied %s as its spiece.model (do_lower_case=%s)",
+            tokenizer_and_labels["spm_model_file"],
+            tokenizer_and_labels["do_lower_case"],
+        )
     elif FLAGS.output.endswith(".keras"):
         with atomic_path(FLAGS.output, suffix=".keras") as staging:
             model.save(staging)
@@ -119,8 +159,8 @@ def main(argv):
         raise app.UsageError("--tf1_checkpoint needs --albert_config_file")
     if FLAGS.tf1_checkpoint and FLAGS.output and not FLAGS.output.endswith(".keras"):
         raise app.UsageError(f"--output must end in .keras, got {FLAGS.output}")
-    for name in ("spm_model_file", "label_names"):
-        if FLAGS[name].value and not FLAGS.output_hf:
+    for name in ("spm_model_file", "label_names", "do_lower_case"):
+        if FLAGS[name].present and not FLAGS.output_hf:
             raise app.UsageError(f"--{name} goes with --output_hf")
     if FLAGS.output:
         _config_flags.check_output_path("output", OUTPUT_FILE, FLAGS.output)

@@ -112,6 +112,13 @@ flags.DEFINE_bool(
     "clients (MediaPipe Tasks, TFLite Task Library: tokenizer, input/output names, labels from "
     "classifier_info.json beside --keras_model); false: the files as converted.",
 )
+flags.DEFINE_list(
+    "label_names",
+    None,
+    "--head=classifier: its label names in output order (e.g. bad,good), served as the text "
+    "models' `label` and the TFLite labels.txt; default: the `label_names` of classifier_info.json "
+    "beside --keras_model, a --hf_model's id2label, else 0,1,...",
+)
 flags.DEFINE_integer("num_verification_examples", 256, "Examples every artifact is checked on.")
 flags.DEFINE_integer(
     "num_calibration_examples",
@@ -157,6 +164,7 @@ def main(argv):
         default_max_seq_length,
         settings_beside,
         settings_of_hf,
+        with_label_names,
     )
     from albert_tf.export.qa_text import QA_HEADS, QaSettings
 
@@ -183,6 +191,8 @@ def main(argv):
         app_metadata = settings_beside(
             FLAGS.keras_model if FLAGS.head == "classifier" else None, FLAGS.tflite_metadata
         )
+    if FLAGS.label_names:
+        app_metadata = with_label_names(app_metadata, head, FLAGS.label_names)
     qa = None
     if FLAGS.head in QA_HEADS:
         qa = QaSettings(

@@ -84,6 +84,7 @@ def test_tf1_to_transformers_and_back_to_keras_through_the_cli(tmp_path):
         "config.json",
         "model.safetensors",
         "spiece.model",
+        "tokenizer_config.json",
     }
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     # transformers' fields for this class (the fixture of the same class), less its version.
@@ -147,8 +148,12 @@ def test_label_names_reach_config_json(tmp_path):
 
     load_hf_model(HF / "albert_tiny_classifier").save(tmp_path / "c.keras")
     out = tmp_path / "hf"
+    spm = f"--spm_model_file={ROOT / 'tests/fixtures/albert_spm/30k-clean.model'}"
     result = run_cli(
-        f"--keras_model={tmp_path / 'c.keras'}", f"--output_hf={out}", "--label_names=neg,neu,pos"
+        f"--keras_model={tmp_path / 'c.keras'}",
+        f"--output_hf={out}",
+        "--label_names=neg,neu,pos",
+        spm,
     )
     assert result.returncode == 0, result.stderr
     config = json.loads((out / "config.json").read_text())
@@ -158,6 +163,7 @@ def test_label_names_reach_config_json(tmp_path):
         f"--keras_model={tmp_path / 'c.keras'}",
         f"--output_hf={tmp_path / 'x'}",
         "--label_names=a,b",
+        spm,
     )
     assert result.returncode == 1 and "2 label names for 3 labels" in result.stderr
     assert not (tmp_path / "x").exists()

@@ -214,8 +214,9 @@ def test_a_glue_bundle_holds_the_text_model(tmp_path, tokenizer, task_name):
     if regression:
         assert text_model.label_names is None and set(got) == {"probabilities"}
     else:
-        assert text_model.label_names == info["labels"]
-        assert list(got["label"]) == [info["labels"][i] for i in got["probabilities"].argmax(-1)]
+        assert text_model.label_names == info["label_names"] == ["not_equivalent", "equivalent"]
+        names = info["label_names"]
+        assert list(got["label"]) == [names[i] for i in got["probabilities"].argmax(-1)]
 
 
 def test_keras_text_is_refused_before_any_work_for_other_heads_or_without_a_tokenizer(tmp_path):

@@ -293,7 +293,7 @@ def test_settings_from_the_fine_tuning_bundle(tmp_path):
     )
     model = str(tmp_path / "classifier.keras")
     assert settings_beside(model) == AppMetadataSettings(True, ("0", "1"), "sst-2")
-    assert settings_beside(model, enabled=False) == AppMetadataSettings(False)
+    assert settings_beside(model, enabled=False) == AppMetadataSettings(False, ("0", "1"), "sst-2")
     assert settings_beside(str(tmp_path / "other" / "m.keras")) == AppMetadataSettings()
     (tmp_path / "classifier_info.json").write_text("{not json")
     with pytest.raises(ValueError, match="classifier_info.json: not a readable"):

@@ -39,6 +39,7 @@ from albert_tf.checkpoints.hf_format import (
     INDEX_FILE,
     SPM_FILE,
     TIED_KEYS,
+    TOKENIZER_CONFIG_FILE,
     WEIGHTS_FILE,
     HfFolder,
     HfFormatError,
@@ -47,6 +48,7 @@ from albert_tf.checkpoints.hf_format import (
     is_hf_folder,
     resolve_do_lower_case,
     resolve_spm_model_file,
+    tokenizer_config_values,
     write_safetensors,
 )
 from albert_tf.checkpoints.tf1 import head_tf1_names, tf1_variable_map
@@ -257,10 +259,13 @@ def save_hf_model(
     architecture: str | None = None,
     label_names: list[str] | None = None,
     spm_model_file: str | None = None,
+    do_lower_case: bool = True,
 ) -> str:
     """Writes `model` as transformers' `save_pretrained` would: `config.json` +
     `model.safetensors` (float32, the class's exact key set, tied decoder keys left out, an
-    identity `embedding_hidden_mapping_in` where E = H), and `spiece.model` when given.
+    identity `embedding_hidden_mapping_in` where E = H), and with `spm_model_file` the tokenizer
+    `AutoTokenizer` loads: `spiece.model` and `tokenizer_config.json` (`AlbertTokenizer`,
+    casing `do_lower_case`, as `hf_format.tokenizer_config_values`).
 
     `architecture` defaults to the class the model was read as (kept in its config), else
     `hf_architectures(model)[0]`. Everything is checked before anything is written; a new folder
@@ -296,21 +301,27 @@ def save_hf_model(
     if spm_model_file and not os.path.isfile(spm_model_file):
         raise FileNotFoundError(f"SentencePiece model not found: {spm_model_file}")
     directory = os.fspath(directory)
+    tokenizer = None
+    if spm_model_file:
+        max_length = model.config.max_position_embeddings
+        tokenizer = (spm_model_file, tokenizer_config_values(do_lower_case, max_length))
     if os.path.isdir(directory) and os.listdir(directory):
-        _write_files(directory, values, tensors, spm_model_file)
+        _write_files(directory, values, tensors, tokenizer)
         if os.path.exists(os.path.join(directory, INDEX_FILE)):
             logging.warning("%s: an older %s is still there", directory, INDEX_FILE)
     else:
         with atomic_path(directory) as staging:
             os.makedirs(staging)
-            _write_files(staging, values, tensors, spm_model_file)
+            _write_files(staging, values, tensors, tokenizer)
     logging.info("wrote %s (%s, %d tensors)", directory, architecture, len(tensors))
     return directory
 
 
-def _write_files(directory: str, values: dict, tensors: dict, spm_model_file: str | None):
+def _write_files(directory: str, values: dict, tensors: dict, tokenizer: tuple | None):
     write_safetensors(os.path.join(directory, WEIGHTS_FILE), tensors)
     write_json(os.path.join(directory, CONFIG_FILE), values)
-    if spm_model_file:
+    if tokenizer:
+        spm_model_file, tokenizer_config = tokenizer
         with atomic_path(os.path.join(directory, SPM_FILE)) as staging:
             shutil.copyfile(spm_model_file, staging)
+        write_json(os.path.join(directory, TOKENIZER_CONFIG_FILE), tokenizer_config)

@@ -265,6 +265,28 @@ def is_hf_folder(path: str | os.PathLike) -> bool:
     )
 
 
+def tokenizer_config_values(do_lower_case: bool, model_max_length: int) -> dict:
+    """`tokenizer_config.json` for transformers' `AlbertTokenizer` over the folder's
+    `spiece.model`, configured as our tokenizer (`albert_tf.text.tokenization`) is: whitespace
+    collapsed, accents stripped (NFKD, combining marks dropped), lowercased per
+    `do_lower_case`; ALBERT's special pieces, and the input names our models take."""
+    return {
+        "tokenizer_class": "AlbertTokenizer",
+        "do_lower_case": bool(do_lower_case),
+        "remove_space": True,
+        "keep_accents": False,
+        "bos_token": "[CLS]",
+        "eos_token": "[SEP]",
+        "unk_token": "<unk>",
+        "sep_token": "[SEP]",
+        "pad_token": "<pad>",
+        "cls_token": "[CLS]",
+        "mask_token": "[MASK]",
+        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+        "model_max_length": int(model_max_length),
+    }
+
+
 def resolve_spm_model_file(spm_model_file: str | None, hf_directory: str | None) -> str | None:
     """`spm_model_file` if given, else the `spiece.model` of the transformers folder, if any."""
     if spm_model_file or not hf_directory:

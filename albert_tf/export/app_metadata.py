@@ -31,6 +31,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.export import data as export_data
 from albert_tf.export import tflite_metadata as metadata
 from albert_tf.export.tflite import run_signature
+from albert_tf.tasks.glue.config import parse_label_names
 from albert_tf.tasks.glue.processors import TASKS as GLUE_TASKS
 from albert_tf.text.client_sentencepiece import (
     CLIENT_PROBE_TEXTS,
@@ -82,16 +83,18 @@ class AppMetadataSettings:
 
 
 def settings_beside(keras_model: str | None, enabled: bool = True) -> AppMetadataSettings:
-    """Settings from the `classifier_info.json` a fine-tuning job writes beside its model."""
+    """Settings from the `classifier_info.json` a fine-tuning job writes beside its model: its
+    `label_names` (a bundle written before them: its `labels`) and task, read whether or not the
+    metadata is `enabled`, since every text model of the export serves the names."""
     path = os.path.join(os.path.dirname(keras_model or ""), CLASSIFIER_INFO_FILE)
-    if not enabled or not keras_model or not os.path.isfile(path):
+    if not keras_model or not os.path.isfile(path):
         return AppMetadataSettings(enabled)
     try:
         with open(path, encoding="utf-8") as f:
             info = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: not a readable classifier info file: {e}") from None
-    labels = info.get("labels") if isinstance(info, dict) else ()
+    labels = (info.get("label_names") or info.get("labels")) if isinstance(info, dict) else ()
     if labels is not None and not (
         isinstance(labels, list) and all(isinstance(x, str) for x in labels)
     ):
@@ -101,13 +104,25 @@ def settings_beside(keras_model: str | None, enabled: bool = True) -> AppMetadat
 
 def settings_of_hf(config: AlbertConfig, enabled: bool = True) -> AppMetadataSettings:
     """Settings of a classifier read from a transformers folder: its `id2label` names, in
-    output order, as the labels."""
+    output order, as the labels (whether or not the metadata is `enabled`)."""
     id2label = config.extra.get(HF_EXTRA, {}).get("id2label")
-    if not enabled or not isinstance(id2label, dict):
+    if not isinstance(id2label, dict):
         return AppMetadataSettings(enabled)
     return AppMetadataSettings(
         enabled, tuple(str(id2label.get(str(i), i)) for i in range(len(id2label)))
     )
+
+
+def with_label_names(settings: AppMetadataSettings, head, names) -> AppMetadataSettings:
+    """`settings` naming the classes of `head` (a `ServingHead`) `names` (`--label_names`): one
+    per class, else a `ValueError` in one line."""
+    if head.kind != "classifier" or getattr(head.model, "regression", False):
+        what = "a regression" if head.kind == "classifier" else f"head={head.kind}"
+        raise ValueError(f"--label_names names a classifier's classes; {what} has none")
+    count = head.model.num_labels
+    current = settings.labels or tuple(str(i) for i in range(count))
+    names = parse_label_names(names, current, "the classifier")
+    return dataclasses.replace(settings, labels=names)
 
 
 def default_max_seq_length(head, enabled: bool, given: int | None, default: int) -> int:

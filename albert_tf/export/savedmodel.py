@@ -120,16 +120,42 @@ def save_with_signatures(path: str, functions: dict, assets: dict[str, str]) -> 
     tf.saved_model.save(root, path, signatures=concrete)
 
 
+def served_label_names(head: ServingHead, labels) -> tuple[str, ...] | None:
+    """The names a classifier's text models serve as `label`: `labels` (the export's, in output
+    order) or "0", "1", ...; None for every other head and a regression."""
+    if head.kind != "classifier" or getattr(head.model, "regression", False):
+        return None
+    count = head.model.num_labels
+    names = tuple(labels) if labels else tuple(str(i) for i in range(count))
+    if len(names) != count:
+        raise ValueError(f"{len(names)} label names {list(names)} for a {count}-label classifier")
+    return names
+
+
+def predicted_labels(probabilities: tf.Tensor, label_names) -> tf.Tensor:
+    """string [batch]: the name of each row's most probable class."""
+    return tf.gather(tf.constant(list(label_names)), tf.argmax(probabilities, axis=-1))
+
+
 def text_functions(
-    preprocessing, head: ServingHead | None, max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+    preprocessing,
+    head: ServingHead | None,
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    label_names=None,
 ) -> dict:
     """`serving_default` (`text`) and `pairs` (`text_a`, `text_b`): string [batch] inputs to the
-    three id tensors (`head` None) or to the head's `serving_default` outputs. A request holding
-    more than `max_text_bytes` UTF-8 bytes in a field, or text that is not UTF-8, is refused
-    before tokenization (`qa_inputs.bounded_texts`)."""
+    three id tensors (`head` None) or to the head's `serving_default` outputs, plus `label` (the
+    predicted class's name) where `label_names` are given. A request holding more than
+    `max_text_bytes` UTF-8 bytes in a field, or text that is not UTF-8, is refused before
+    tokenization (`qa_inputs.bounded_texts`)."""
 
     def finish(features):
-        return features if head is None else head.outputs("serving_default", features)
+        if head is None:
+            return features
+        outputs = head.outputs("serving_default", features)
+        if label_names is not None:
+            outputs["label"] = predicted_labels(outputs["probabilities"], label_names)
+        return outputs
 
     def single(text):
         checked = bounded_texts(
@@ -274,11 +300,13 @@ def verify_text_models(
     thresholds: ParityThresholds,
     limit: RelativeDiffLimit | Int8Limit,
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES,
+    label_names=None,
 ) -> dict:
     """Preprocessing ids must equal `tokenizer`'s exactly; text-model outputs must equal the Keras
-    model's on those ids. `texts` are (text_a, text_b or None): `serving_default` gets every
-    text_a, `pairs` every pair with a text_b, in requests within `max_text_bytes` (the limit the
-    models store); both models must refuse, with the limit's message, every text over it."""
+    model's on those ids, and its `label`s (with `label_names`) name their argmax. `texts` are
+    (text_a, text_b or None): `serving_default` gets every text_a, `pairs` every pair with a
+    text_b, in requests within `max_text_bytes` (the limit the models store); both models must
+    refuse, with the limit's message, every text over it."""
     models = {
         "preprocessing": tf.saved_model.load(preprocessing_path),
         "text": tf.saved_model.load(text_path),
@@ -317,6 +345,10 @@ def verify_text_models(
                 f"AlbertTokenizer, e.g. {rows[order[wrong[0]]]!r:.200}"
             )
         outputs = _served(models["text"].signatures[signature], signature, rows, requests)
+        if label_names is not None:
+            named = [label_names[i] for i in outputs["probabilities"].argmax(-1)]
+            if [x.decode("utf-8") for x in outputs.get("label", [])] != named:
+                failures["text"].append(f"{signature}: labels are not the names of the argmax")
         text_figures.append(
             parity_figures(
                 head.keras_outputs(expected, "serving_default"),
@@ -402,10 +434,10 @@ def build(job, spec) -> dict[str, str]:
         os.path.dirname(assets["albert_config_file"]), head, config.max_seq_length, limit
     )
     text_assets = {**assets, "text_settings_file": settings}
+    label_names = served_label_names(head, config.app_metadata.labels)
     for key, model_head in (("preprocessing", None), ("text", head)):
-        save_with_signatures(
-            staged[key], text_functions(preprocessing, model_head, limit), text_assets
-        )
+        functions = text_functions(preprocessing, model_head, limit, label_names)
+        save_with_signatures(staged[key], functions, text_assets)
     job.artifacts.update(
         verify_text_models(
             staged["preprocessing"],
@@ -417,6 +449,7 @@ def build(job, spec) -> dict[str, str]:
             job.thresholds,
             spec.parity,
             limit,
+            label_names,
         )
     )
     return staged

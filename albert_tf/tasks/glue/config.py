@@ -34,6 +34,21 @@ RECIPES: dict[str, dict] = {
 }
 
 
+def parse_label_names(given, labels, what: str) -> tuple[str, ...]:
+    """`given` (comma-separated, or a sequence) as one name per entry of `labels` (None: a
+    regression, which has no names); a `ValueError` in one line otherwise."""
+    names = given.split(",") if isinstance(given, str) else list(given)
+    names = tuple(str(name).strip() for name in names)
+    if labels is None:
+        raise ValueError(f"--label_names: {what} is a regression (one score): it has no labels")
+    if len(names) != len(labels) or not all(names):
+        raise ValueError(
+            f"--label_names: {len(names)} names ({','.join(names)}) for {what}'s "
+            f"{len(labels)} labels ({','.join(labels)})"
+        )
+    return names
+
+
 @dataclasses.dataclass
 class FinetuneConfig(FinetuneSettings):
     """One fine-tuning job; defaults are the original `run_classifier.py` flag defaults (each
@@ -84,11 +99,25 @@ class FinetuneConfig(FinetuneSettings):
         "Skip (and count) TSV rows with a wrong column count, an unknown label or bytes that "
         "are not UTF-8 instead of stopping with file:line.",
     )
+    label_names: str | None = setting(
+        None,
+        "The task's label names in label-id order, comma-separated (e.g. bad,good for SST-2), "
+        "for classifier_info.json, the text classifier and the exports; default: the task's "
+        "own (SST-2 negative,positive, MRPC not_equivalent,equivalent, ...).",
+    )
     dynamic_padding: bool = setting(
         True,
         "Pad each batch to its longest example instead of max_seq_length (same outputs up to "
         "rounding, much faster on short texts); not in training under --jit_compile.",
     )
+
+    @property
+    def class_names(self) -> tuple[str, ...] | None:
+        """What each label id means: `label_names` if given, else the task's own; None for a
+        regression task (STS-B)."""
+        if not self.label_names:
+            return self.task.label_names
+        return parse_label_names(self.label_names, self.task.label_names, self.task.name)
 
     @property
     def pad_dynamically(self) -> bool:
@@ -98,5 +127,7 @@ class FinetuneConfig(FinetuneSettings):
     def __post_init__(self):
         super().__post_init__()
         self.task = glue.get_task(self.task_name)
+        if self.label_names:  # a wrong count or a regression task fails here, before any work
+            parse_label_names(self.label_names, self.task.label_names, self.task.name)
         check_positive(self, (*LOOP_SIZES, "train_step", "eval_batch_size"))
         check_warmup(self.warmup_step, self.train_step)

@@ -29,7 +29,7 @@ from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning.text_bundle import bundle_label_names, write_text_classifier
 from albert_tf.finetuning import loop
 from albert_tf.finetuning.progress import predict_with_progress
-from albert_tf.finetuning.selection import CheckpointEvaluator
+from albert_tf.finetuning.selection import BEST_CHECKPOINT, CheckpointEvaluator, list_checkpoints
 from albert_tf.io import write_text
 from albert_tf.modeling.heads.classifier import HEAD_NAME, AlbertClassifier
 from albert_tf.tasks.glue import metrics as glue_metrics
@@ -155,12 +155,18 @@ class GlueFinetuneTask(TaskBase):
     def _in_task_label_order(self, model: keras.Model, folder: str) -> None:
         """Reorders the head's rows when the folder's `id2label` names the task's labels in
         another order (case aside): e.g. an MNLI model trained on transformers' label order."""
-        labels = self.settings.task.labels
+        task = self.settings.task
         id2label = load_hf_config(folder).extra[HF_EXTRA].get("id2label")
-        if labels is None or not isinstance(id2label, dict) or len(id2label) != len(labels):
+        if task.labels is None or not isinstance(id2label, dict):
             return
-        theirs = [str(id2label.get(str(i))).lower() for i in range(len(labels))]
-        ours = [label.lower() for label in labels]
+        if len(id2label) != len(task.labels):
+            return
+        theirs = [str(id2label.get(str(i))).lower() for i in range(len(task.labels))]
+        # The folder may name the labels as the TSV files do ("0", "1") or by meaning.
+        for names in (task.labels, self.settings.class_names):
+            ours = [name.lower() for name in names]
+            if sorted(theirs) == sorted(ours):
+                break
         if theirs == ours or sorted(theirs) != sorted(ours):
             return
         head = model.get_layer(HEAD_NAME)
@@ -250,7 +256,10 @@ class GlueFinetuneTask(TaskBase):
         config, task = self.settings, self.settings.task
         info = {
             "task_name": task.name,
+            # `labels`: the TSV values (as bundles have always held them); `label_names`: what
+            # each id means, which the exports serve.
             "labels": None if task.is_regression else list(task.labels),
+            "label_names": None if task.is_regression else list(config.class_names),
             "regression": task.is_regression,
             "inputs": {
                 name: "int32 [batch, seq_length]"
@@ -304,5 +313,25 @@ def run(
     strategy: tf.distribute.Strategy | None = None,
 ) -> dict:
     """The original `run_classifier.py` main(): train (on `strategy`: one device when None, a
-    TPU, several GPUs or workers), evaluate every checkpoint, predict, export."""
-    return loop.run(GlueFinetuneTask(config), do_train, do_eval, do_predict, strategy=strategy)
+    TPU, several GPUs or workers), evaluate every checkpoint, predict, export. Without
+    `do_train`, an `hf_model` folder is itself scored, predicted and exported while `output_dir`
+    holds no checkpoint of its own (a Hub classifier as it is)."""
+    return loop.run(
+        GlueFinetuneTask(config),
+        do_train,
+        do_eval,
+        do_predict,
+        strategy=strategy,
+        checkpoint=None if do_train else hub_model_to_score(config),
+    )
+
+
+def hub_model_to_score(config: FinetuneConfig) -> str | None:
+    """The `hf_model` folder when there is no trained checkpoint in `output_dir` to use
+    instead; else None (the loop scores the checkpoints of `output_dir`)."""
+    hf_model = getattr(config, "hf_model", None)
+    if not hf_model or list_checkpoints(config.output_dir):
+        return None
+    if os.path.exists(os.path.join(config.output_dir, BEST_CHECKPOINT + ".index")):
+        return None
+    return hf_model

@@ -48,6 +48,15 @@ class GlueTask:
     test: Layout
     files: dict[str, str]  # split -> file name inside `folder`
     submission_file: str  # name the GLUE server expects for this task's predictions
+    # What each label id means, for people and serving clients (the TSV files and the GLUE
+    # server keep `labels`); None: the labels themselves.
+    label_names: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if self.labels is not None and self.label_names is None:
+            object.__setattr__(self, "label_names", self.labels)
+        if self.label_names is not None and len(self.label_names) != self.num_labels:
+            raise ValueError(f"{self.name}: {self.label_names} do not name {self.labels}")
 
     @property
     def is_regression(self) -> bool:
@@ -82,6 +91,7 @@ TASKS: dict[str, GlueTask] = {
             Layout(text_a=1, text_b=None, label=None, guid=0, header=True),
             _FILES,
             "CoLA.tsv",
+            ("unacceptable", "acceptable"),
         ),
         GlueTask(
             "mnli",
@@ -109,6 +119,7 @@ TASKS: dict[str, GlueTask] = {
             Layout(text_a=3, text_b=4, label=None, guid=0, header=True),
             _FILES,
             "MRPC.tsv",
+            ("not_equivalent", "equivalent"),
         ),
         GlueTask("rte", "RTE", _ENTAIL, _PAIR, _PAIR_TEST, _FILES, "RTE.tsv"),
         GlueTask(
@@ -119,6 +130,7 @@ TASKS: dict[str, GlueTask] = {
             Layout(text_a=1, text_b=None, label=None, guid=0, header=True),
             _FILES,
             "SST-2.tsv",
+            ("negative", "positive"),
         ),
         GlueTask(
             "sts-b",
@@ -137,9 +149,19 @@ TASKS: dict[str, GlueTask] = {
             Layout(text_a=1, text_b=2, label=None, guid=0, header=True),
             _FILES,
             "QQP.tsv",
+            ("not_duplicate", "duplicate"),
         ),
         GlueTask("qnli", "QNLI", _ENTAIL, _PAIR, _PAIR_TEST, _FILES, "QNLI.tsv"),
-        GlueTask("wnli", "WNLI", _BINARY, _PAIR, _PAIR_TEST, _FILES, "WNLI.tsv"),
+        GlueTask(
+            "wnli",
+            "WNLI",
+            _BINARY,
+            _PAIR,
+            _PAIR_TEST,
+            _FILES,
+            "WNLI.tsv",
+            ("not_entailment", "entailment"),  # 1: the pronoun's substitute is entailed
+        ),
     )
 }
 
