@@ -142,7 +142,9 @@ class AlbertConfig:
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "AlbertConfig":
-        """ALBERT v2 shapes: `base`, `large`, `xlarge`, `xxlarge` (dropout 0, as the v2 release).
+        """A named shape of `PRESETS`, with `overrides`: `tiny` (tests, smoke runs), `small` (the
+        bundled `pretrained/albert-small-en`), and the ALBERT v2 shapes `base`, `large`, `xlarge`,
+        `xxlarge` (dropout 0, as the v2 release).
 
         xlarge uses 16 heads, as TF-Hub, Hugging Face and keras-hub do; the json inside the v2
         tarball reportedly says 32. Heads change no weight shape.
@@ -165,6 +167,26 @@ _V2 = dict(
     inner_group_num=1,
 )
 PRESETS: dict[str, dict[str, Any]] = {
+    # The demo's quick run and the tests: 2 layers of width 32, the sample SentencePiece vocab.
+    "tiny": dict(
+        _V2,
+        embedding_size=16,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    ),
+    # pretrained/albert-small-en: 4 layers of width 128 (E = H), an 8,000-piece vocab.
+    "small": dict(
+        _V2,
+        vocab_size=8000,
+        hidden_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        intermediate_size=512,
+        max_position_embeddings=128,
+    ),
     "base": dict(
         _V2, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
     ),
@@ -178,6 +200,80 @@ PRESETS: dict[str, dict[str, Any]] = {
         _V2, hidden_size=4096, num_hidden_layers=12, num_attention_heads=64, intermediate_size=16384
     ),
 }
+
+# The help of every CLI's --preset (and of the fine-tuning settings' `preset`).
+PRESET_HELP = (
+    "A named model shape in place of --albert_config_file (AlbertConfig.from_preset; their sizes "
+    "are in the README): tiny and small (this repository's test and bundled models), or the "
+    "ALBERT v2 shapes. Not together with --albert_config_file."
+)
+
+# The fields a model shape is written out with where a dict of it is kept (settings, tests):
+# the rest keep `AlbertConfig`'s defaults, which every preset shares.
+PRESET_SHAPE_FIELDS = (
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+)
+
+
+def preset_shape(name: str, *, vocab: bool = True, **overrides: Any) -> dict[str, Any]:
+    """The `PRESET_SHAPE_FIELDS` of preset `name` as `AlbertConfig` keywords, then `overrides`.
+
+    `vocab=False` leaves `vocab_size` out, for settings whose vocabulary is the SentencePiece
+    model they train. `AlbertConfig(**preset_shape(name))` equals `from_preset(name)`.
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; choose from {list(PRESETS)}")
+    fields = PRESET_SHAPE_FIELDS if vocab else PRESET_SHAPE_FIELDS[1:]
+    return {**{field: PRESETS[name][field] for field in fields}, **overrides}
+
+
+def config_from_preset_or_file(
+    preset: str | None, albert_config_file: str | None
+) -> AlbertConfig | None:
+    """The model config `preset` or `albert_config_file` names; None when neither is given.
+
+    Both given is a ValueError in one line: a preset stands in for the file, not beside it.
+    """
+    check_preset_or_file(preset, albert_config_file)
+    if preset:
+        return AlbertConfig.from_preset(preset)
+    return AlbertConfig.from_json_file(albert_config_file) if albert_config_file else None
+
+
+def check_preset_or_file(preset: str | None, albert_config_file: str | None) -> None:
+    """ValueError in one line when both are given, or `preset` is no name of `PRESETS`."""
+    if preset and albert_config_file:
+        raise ValueError(
+            f"--preset={preset} and --albert_config_file={albert_config_file} both give the model "
+            "config: give one of them"
+        )
+    if preset and preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose from {list(PRESETS)}")
+
+
+def check_preset_vocab(
+    preset: str | None, config: AlbertConfig, spm_model_file: str | None
+) -> None:
+    """ValueError in one line when `config` came from `preset` and its `vocab_size` is not the
+    number of pieces of `spm_model_file` (a preset names one vocabulary size; the ids of another
+    SentencePiece model would index embeddings that do not exist, or leave some untrained)."""
+    if not preset or not spm_model_file or not os.path.isfile(spm_model_file):
+        return  # a missing file is refused, naming it, where it is read
+    import sentencepiece  # here: the config stays importable without it
+
+    pieces = sentencepiece.SentencePieceProcessor(model_file=spm_model_file).get_piece_size()
+    if pieces != config.vocab_size:
+        raise ValueError(
+            f"--preset={preset} has vocab_size {config.vocab_size} but --spm_model_file="
+            f"{spm_model_file} has {pieces} pieces: give --albert_config_file with its vocab_size"
+        )
+
 
 # The original create_pretraining_data.py / run_pretraining.py default.
 DEFAULT_MAX_PREDICTIONS_PER_SEQ = 20

@@ -92,7 +92,9 @@ def classifier_probes(tokenizer, spm_model_file, venvs, seed) -> None:
             spm_model_file=spm_model_file,
             num_verification_examples=16,
             latency_runs=2,
-            app_metadata=AppMetadataSettings(labels=("negative", "positive")),
+            app_metadata=AppMetadataSettings(
+                labels=("negative", "positive"), single_text_client=True
+            ),
         ),
     )
     texts = [*CLIENT_PROBE_TEXTS, *[t for pair in PROBE_TEXTS for t in pair if t is not None]]

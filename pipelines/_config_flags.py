@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from absl import flags
 
+from albert_tf.config import PRESET_HELP, PRESETS
 from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, flag_name, is_setting
 
 FLAGS = flags.FLAGS
@@ -77,6 +78,14 @@ def define_flags(
         flags.DEFINE_flag(_flag(field, kind), flag_values, module_name=sys.argv[0])
         names.append(flag_name(field))
     return names
+
+
+def define_preset_flag(flag_values: flags.FlagValues = FLAGS) -> None:
+    """`--preset`, a named model shape, for a CLI whose `--albert_config_file` is a flag of its
+    own (the fine-tuning CLIs get theirs from the settings' `preset`)."""
+    flags.DEFINE_enum(
+        "preset", None, list(PRESETS), PRESET_HELP, flag_values, module_name=sys.argv[0]
+    )
 
 
 def flag_defaults(config_class: type) -> dict[str, object]:

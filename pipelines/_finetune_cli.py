@@ -96,6 +96,39 @@ def _check_flags(argv: list[str]) -> None:
         )
 
 
+def fitted_max_seq_length(config, recipe: str | None, given: bool) -> int | None:
+    """The --max_seq_length to use in place of `config.max_seq_length`, or None to keep it.
+
+    A recipe's length (`recipe` set and the flag not `given`) is a default for the release's
+    512-position models: on a model with fewer positions it is lowered to them, with one info
+    line. A length `given` on the command line is kept, so one the model cannot take is a
+    ValueError naming it (and the recipe). Without either, the job's own check names the
+    default. The model's config is read here only where there is such a length to check.
+    """
+    if recipe is None and not given:
+        return None
+    from albert_tf.finetuning.loop import model_config  # loads TensorFlow
+
+    positions = model_config(config).max_position_embeddings
+    if config.max_seq_length <= positions:
+        return None
+    if not given:
+        logging.info(
+            "--recipe=%s sets --max_seq_length=%d, more than the model's "
+            "max_position_embeddings=%d: using --max_seq_length=%d",
+            recipe,
+            config.max_seq_length,
+            positions,
+            positions,
+        )
+        return positions
+    with_recipe = f" (given with --recipe={recipe}, whose own length is fitted)" if recipe else ""
+    raise ValueError(
+        f"--max_seq_length={config.max_seq_length} exceeds the model's max_position_embeddings="
+        f"{positions}{with_recipe}: give --max_seq_length={positions} or less"
+    )
+
+
 def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
     """The CLI's main(argv)."""
 
@@ -107,6 +140,10 @@ def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
         _check_flags(argv)
         _distribution_flags.note_ignored_flags(cli.ignored)
         config = _config_flags.config_from_flags(cli.config_class, **cli.given)
+        given = FLAGS["max_seq_length"].present
+        if fitted := fitted_max_seq_length(config, FLAGS.recipe, given):
+            FLAGS.max_seq_length = fitted
+            config = _config_flags.config_from_flags(cli.config_class, **cli.given)
         _config_flags.check_output_paths(config)
         logging.info("Fine-tuning config: %s", config)
         task = importlib.import_module(cli.task_module)

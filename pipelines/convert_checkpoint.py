@@ -29,6 +29,7 @@ from pipelines import _cli  # first: TensorFlow's log level must be set before i
 from pipelines import _config_flags
 from absl import app, flags, logging
 
+from albert_tf.config import check_preset_or_file
 from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE
 
 FLAGS = flags.FLAGS
@@ -36,6 +37,7 @@ flags.DEFINE_string(
     "tf1_checkpoint", None, "Original checkpoint prefix (or its directory) to convert."
 )
 flags.DEFINE_string("albert_config_file", None, "The `albert_config.json` of --tf1_checkpoint.")
+_config_flags.define_preset_flag()
 flags.DEFINE_string(
     "keras_model",
     None,
@@ -85,8 +87,12 @@ def _load(flags_):
     from albert_tf.checkpoints.hf import load_hf_model
     from albert_tf.checkpoints.keras_files import load_keras_model
 
+    from albert_tf.config import check_preset_vocab, config_from_preset_or_file
+
     if flags_.tf1_checkpoint:
-        return load_tf1_checkpoint(flags_.tf1_checkpoint, flags_.albert_config_file)
+        config = config_from_preset_or_file(flags_.preset, flags_.albert_config_file)
+        check_preset_vocab(flags_.preset, config, flags_.spm_model_file)
+        return load_tf1_checkpoint(flags_.tf1_checkpoint, config)
     if flags_.hf_model:
         return load_hf_model(flags_.hf_model)
     return load_keras_model(flags_.keras_model, compile=True)
@@ -155,8 +161,13 @@ def main(argv):
         raise app.UsageError("give exactly one of --tf1_checkpoint, --keras_model or --hf_model")
     if bool(FLAGS.output) == bool(FLAGS.output_hf):
         raise app.UsageError("give exactly one of --output or --output_hf")
-    if FLAGS.tf1_checkpoint and not FLAGS.albert_config_file:
-        raise app.UsageError("--tf1_checkpoint needs --albert_config_file")
+    if FLAGS.tf1_checkpoint and not (FLAGS.albert_config_file or FLAGS.preset):
+        raise app.UsageError("--tf1_checkpoint needs --albert_config_file or --preset")
+    check_preset_or_file(FLAGS.preset, FLAGS.albert_config_file)
+    if FLAGS.preset and not FLAGS.tf1_checkpoint:
+        raise app.UsageError(
+            "--preset goes with --tf1_checkpoint (the other sources hold a config)"
+        )
     if FLAGS.tf1_checkpoint and FLAGS.output and not FLAGS.output.endswith(".keras"):
         raise app.UsageError(f"--output must end in .keras, got {FLAGS.output}")
     for name in ("spm_model_file", "label_names", "do_lower_case"):

@@ -20,7 +20,7 @@ import time
 
 from absl import logging
 
-from albert_tf.config import resolve_max_predictions_per_seq  # TensorFlow-free
+from albert_tf.config import preset_shape, resolve_max_predictions_per_seq  # TensorFlow-free
 from albert_tf.io import write_json
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -37,15 +37,9 @@ SMALL_MODEL = dict(
     intermediate_size=512,
     max_position_embeddings=128,
 )
-# A tiny one, for tests and smoke runs: seconds a step's worth.
-TINY_MODEL = dict(
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=64,
-    max_position_embeddings=128,
-)
+# A tiny one, for tests and smoke runs: seconds a step's worth (the `tiny` preset; the vocab is
+# the one the run trains).
+TINY_MODEL = preset_shape("tiny", vocab=False)
 # What a small pretraining run takes from its settings by name (`small_run_options`).
 SMALL_RUN_FIELDS = (
     "max_seq_length",

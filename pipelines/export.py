@@ -35,6 +35,7 @@ sys.path.insert(
 )  # run from a checkout, uninstalled
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
+from pipelines import _config_flags
 from absl import app, flags, logging
 
 # Neither loads TensorFlow: `--help` lists the heads and formats at once.
@@ -64,6 +65,7 @@ flags.DEFINE_string(
     "tokenizer_config.json, if any, the casing.",
 )
 flags.DEFINE_string("albert_config_file", None, "The `albert_config.json` of --tf1_checkpoint.")
+_config_flags.define_preset_flag()
 flags.DEFINE_string(
     "spm_model_file",
     None,
@@ -112,6 +114,17 @@ flags.DEFINE_bool(
     "clients (MediaPipe Tasks, TFLite Task Library: tokenizer, input/output names, labels from "
     "classifier_info.json beside --keras_model); false: the files as converted.",
 )
+flags.DEFINE_bool(
+    "single_text_client",
+    False,
+    "--head=classifier: it takes one text, so its TFLite files may carry the single-text "
+    "clients' metadata. Needed where its task is unknown (no classifier_info.json beside "
+    "--keras_model, a --hf_model), refused for a sentence-pair task.",
+)
+flags.DEFINE_string("author", "", "The TFLite metadata's author (with --tflite_metadata).")
+flags.DEFINE_string(
+    "license", "", "The TFLite metadata's license, e.g. Apache-2.0 (with --tflite_metadata)."
+)
 flags.DEFINE_list(
     "label_names",
     None,
@@ -159,6 +172,9 @@ flags.mark_flag_as_required("output_dir")
 
 def main(argv):
     del argv
+    import dataclasses
+
+    from albert_tf.config import AlbertConfig, check_preset_or_file, check_preset_vocab
     from albert_tf.export import ExportConfig, export_model, load_serving_head
     from albert_tf.export.app_metadata import (
         default_max_seq_length,
@@ -171,11 +187,16 @@ def main(argv):
     sources = (FLAGS.keras_model, FLAGS.tf1_checkpoint, FLAGS.hf_model)
     if sum(map(bool, sources)) != 1:
         raise app.UsageError("give exactly one of --keras_model, --tf1_checkpoint or --hf_model")
+    check_preset_or_file(FLAGS.preset, FLAGS.albert_config_file)
+    model_config = FLAGS.albert_config_file
+    if FLAGS.preset:
+        model_config = AlbertConfig.from_preset(FLAGS.preset)
+        check_preset_vocab(FLAGS.preset, model_config, FLAGS.spm_model_file)
     head = load_serving_head(
         FLAGS.head,
         FLAGS.keras_model,
         FLAGS.tf1_checkpoint,
-        FLAGS.albert_config_file,
+        model_config,
         model_options={"start_n_top": FLAGS.start_n_top, "end_n_top": FLAGS.end_n_top},
         hf_model=FLAGS.hf_model,
     )
@@ -193,6 +214,12 @@ def main(argv):
         )
     if FLAGS.label_names:
         app_metadata = with_label_names(app_metadata, head, FLAGS.label_names)
+    app_metadata = dataclasses.replace(
+        app_metadata,
+        single_text_client=FLAGS.single_text_client,
+        author=FLAGS.author,
+        license=FLAGS.license,
+    )
     qa = None
     if FLAGS.head in QA_HEADS:
         qa = QaSettings(

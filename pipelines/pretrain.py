@@ -33,6 +33,7 @@ flags.DEFINE_string(
     None,
     "The albert_config.json of the model to train (default with --hf_model: its config.json).",
 )
+_config_flags.define_preset_flag()
 flags.DEFINE_string("tpu", None, "TPU to train on: name, grpc:// address or 'local'.")
 _distribution_flags.define_tpu_and_distribution_flags()
 # The original's other two flags, refused unless left at their defaults.
@@ -53,14 +54,14 @@ REQUIRED = ("input_file", "output_dir", "albert_config_file")
 
 def main(argv):
     del argv
-    if all(FLAGS[name].value is None for name in (*REQUIRED, "hf_model")):
+    if all(FLAGS[name].value is None for name in (*REQUIRED, "hf_model", "preset")):
         from pipelines import demo_pipeline
 
         demo_pipeline.run()
         return
     for name in REQUIRED:
-        if name == "albert_config_file" and FLAGS.hf_model:
-            continue  # the folder's config.json
+        if name == "albert_config_file" and (FLAGS.hf_model or FLAGS.preset):
+            continue  # the folder's config.json, or the preset's shape
         if not FLAGS[name].value:
             raise app.UsageError(f"--{name} is required (or give no flags at all for the demo)")
     for name in ("init_from_group0", "masked_lm_budget"):
@@ -68,13 +69,16 @@ def main(argv):
             raise app.UsageError(f"--{name}={FLAGS[name].value}: {FLAGS[name].help}")
     _distribution_flags.note_ignored_flags(("num_tpu_cores",))
 
-    from albert_tf.config import AlbertConfig
+    from albert_tf.config import AlbertConfig, check_preset_or_file
     from albert_tf.training.pretraining import run_pretraining
     from albert_tf.training.pretraining_options import SettingsError
 
     options = _config_flags.config_from_flags(PretrainingOptions)
     _config_flags.check_output_paths(options)
-    if FLAGS.albert_config_file:
+    check_preset_or_file(FLAGS.preset, FLAGS.albert_config_file)
+    if FLAGS.preset:
+        config = AlbertConfig.from_preset(FLAGS.preset)
+    elif FLAGS.albert_config_file:
         try:
             config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
         except ValueError as error:

@@ -5,17 +5,11 @@ so a test that needs another shape derives it here with `dict(BASE, field=...)` 
 editing one in place.
 """
 
+from albert_tf.config import preset_shape
+
 # The bundled sample SentencePiece model's 30k vocab under a 2-layer encoder: pretraining runs,
-# distribution and bad-record tests on the sample records (seq 128).
-SAMPLE_VOCAB_TINY = dict(
-    vocab_size=30000,
-    embedding_size=16,
-    hidden_size=32,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    intermediate_size=64,
-    max_position_embeddings=128,
-)
+# distribution and bad-record tests on the sample records (seq 128). The `tiny` preset, 4 heads.
+SAMPLE_VOCAB_TINY = preset_shape("tiny", num_attention_heads=4)
 
 # The GLUE classifier tests' encoder: same vocab, 2 heads, sequences up to 64.
 CLASSIFIER_TINY = dict(SAMPLE_VOCAB_TINY, num_attention_heads=2, max_position_embeddings=64)

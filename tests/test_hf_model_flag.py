@@ -233,6 +233,7 @@ def test_export_serves_a_classifier_folder_with_its_tokenizer_and_labels(tmp_pat
         "export.py",
         f"--hf_model={folder}",
         "--head=classifier",
+        "--single_text_client",  # a Hub classifier does not say whether it takes pairs
         f"--output_dir={out}",
         "--max_seq_length=24",
         "--formats=saved_model,tflite_fp32",

@@ -232,7 +232,7 @@ def _job(head, tokenizer, examples, texts=(), **config):
         version=1,
         max_seq_length=SEQ,
         do_lower_case=True,
-        app_metadata=AppMetadataSettings(),
+        app_metadata=AppMetadataSettings(single_text_client=True),
     )
     return types.SimpleNamespace(
         head=head,
@@ -259,6 +259,31 @@ def test_metadata_refused_where_the_clients_tokenize_otherwise(exported, tokeniz
     (failure,) = fields["failures"]
     assert "tokenization differs from ours on 1 texts" in failure and "'▁1', '1,0'" in failure
     assert job.notes["app_metadata"]["mismatches"]
+
+
+def test_author_and_license_go_into_the_metadata_of_a_known_single_text_classifier(
+    exported, tokenizer
+):
+    examples, _ = examples_from_text(str(CORPUS), tokenizer, SEQ, 4, 4, seed=9)
+    model = _converted(exported)
+    signed = AppMetadataSettings(LABELS, task_name="sst-2", author="A. Author", license="MIT")
+    out, fields = attach(
+        model, _job(exported["head"], tokenizer, examples, app_metadata=signed), "x"
+    )
+    assert "failures" not in fields
+    metadata = root(tm.metadata_of(out))  # ModelMetadata: name 0, author 4, license 5
+    assert (string(metadata, 0), string(metadata, 4), string(metadata, 5)) == (
+        "m",
+        "A. Author",
+        "MIT",
+    )
+    published = exported["reports"]["with"]["artifacts"]["tflite_fp32"]["path"]
+    unsigned = root(tm.metadata_of(pathlib.Path(published).read_bytes()))
+    assert string(unsigned, 4) is None and string(unsigned, 5) is None
+    # A classifier whose task is unknown may take pairs: refused unless said to take one text.
+    unknown = _job(exported["head"], tokenizer, examples, app_metadata=AppMetadataSettings())
+    with pytest.raises(ValueError, match="give --single_text_client if it was trained on one"):
+        attach(model, unknown, "x")
 
 
 def test_cased_models_fail_and_other_heads_get_a_note(exported, tokenizer):

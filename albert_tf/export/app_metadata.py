@@ -71,15 +71,23 @@ class AppMetadataSettings:
             raw-interpreter users.
         labels: a classifier's label names in output order; None: "0", "1", ...
         task_name: the GLUE task a classifier was fine-tuned on (a sentence-pair task gets no
-            metadata: the clients feed one text); None: unknown, taken as single-text.
+            metadata: the clients feed one text); None: unknown (see `single_text_client`).
+        single_text_client: the classifier takes one text (`--single_text_client`): needed for
+            the metadata of a classifier whose task is unknown (a `.keras` file without its
+            bundle, a transformers folder), refused for a sentence-pair task.
+        author, license: the metadata's `author` and `license` lines (empty: none written).
 
     Example:
-        ExportConfig(..., app_metadata=AppMetadataSettings(labels=("negative", "positive")))
+        ExportConfig(..., app_metadata=AppMetadataSettings(labels=("negative", "positive"),
+                                                           task_name="sst-2"))
     """
 
     enabled: bool = True
     labels: tuple[str, ...] | None = None
     task_name: str | None = None
+    single_text_client: bool = False
+    author: str = ""
+    license: str = ""
 
 
 def settings_beside(keras_model: str | None, enabled: bool = True) -> AppMetadataSettings:
@@ -132,6 +140,47 @@ def default_max_seq_length(head, enabled: bool, given: int | None, default: int)
         return given
     fits = head.config.max_position_embeddings >= QA_CLIENT_SEQ_LENGTH
     return QA_CLIENT_SEQ_LENGTH if enabled and head.kind == "squad_v1" and fits else default
+
+
+def check_text_inputs(kind: str, settings: AppMetadataSettings) -> None:
+    """Refuses (ValueError, one line) single-text client metadata that would be a guess or wrong:
+    a classifier of unknown task without `single_text_client` (it may have been trained on
+    sentence pairs, which the clients cannot feed), `single_text_client` for a classifier whose
+    task takes pairs, or for another head. Called where the metadata would be written."""
+    if kind != "classifier":
+        if settings.single_text_client:
+            raise ValueError(f"--single_text_client describes a classifier, not head={kind}")
+        return
+    task = GLUE_TASKS.get((settings.task_name or "").lower())
+    if task is not None and task.labelled.text_b is not None and settings.single_text_client:
+        raise ValueError(
+            f"--single_text_client: the classifier was fine-tuned on {task.name}, a sentence-pair "
+            "task (classifier_info.json); the clients would feed it one text"
+        )
+    if task is None and not settings.single_text_client:
+        task_said = "no classifier_info.json names its task"
+        if settings.task_name:
+            task_said = f"task {settings.task_name!r} is no GLUE task"
+        raise ValueError(
+            f"client metadata for a classifier that may take sentence pairs ({task_said}): the "
+            "clients feed one text; give --single_text_client if it was trained on one, or "
+            "--tflite_metadata=false"
+        )
+
+
+def check_before_export(head, config, writes_tflite: bool) -> None:
+    """`check_text_inputs` for an export (`config`, an `ExportConfig` of `head`) that writes
+    TFLite files, before any work: `single_text_client` where it does not fit, and a classifier
+    of unknown task whose files would otherwise get client metadata."""
+    settings = config.app_metadata
+    if not (settings.enabled and writes_tflite):
+        return
+    if head.kind != "classifier" or settings.single_text_client:
+        check_text_inputs(head.kind, settings)
+        return
+    tokenizer = True if config.spm_model_file else None  # only whether there is one counts
+    if _no_metadata_reason(head.kind, settings, config.max_seq_length, tokenizer) is None:
+        check_text_inputs(head.kind, settings)
 
 
 def _no_metadata_reason(kind: str, settings, max_seq_length: int, tokenizer) -> str | None:
@@ -188,8 +237,8 @@ def _model_info(kind, config, variant, model: bytes, tokenizer_file, labels) -> 
             "does (lowercase, accents removed, NFKC) after the clients' ASCII lowercasing."
         ),
         version=str(config.version),
-        author="",
-        license="",
+        author=config.app_metadata.author,
+        license=config.app_metadata.license,
         inputs=tuple(tensor(n, INPUT_NAMES) for n in inputs),
         outputs=tuple(tensor(n, OUTPUT_NAMES) for n in outputs),
         tokenizer=tokenizer_file,
@@ -222,6 +271,7 @@ def _client_check(job) -> dict:
         note["note"] = reason
         logging.info("TFLite files without client metadata: %s", reason)
         return check
+    check_text_inputs(head.kind, settings)
     if not config.do_lower_case:
         raise ValueError(
             "the on-device clients lowercase every text, so a cased model (do_lower_case=False) "

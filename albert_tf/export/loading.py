@@ -39,13 +39,14 @@ def _albert_config_of(model: keras.Model) -> AlbertConfig | None:
 
 
 def serving_head(
-    kind: str, model: keras.Model, albert_config_file: str | None = None
+    kind: str, model: keras.Model, albert_config_file: str | AlbertConfig | None = None
 ) -> ServingHead:
-    """Wrap `model` as `kind` after checking it has what that head serves (see `heads.REGISTRY`)."""
+    """Wrap `model` as `kind` after checking it has what that head serves (see `heads.REGISTRY`).
+    `albert_config_file` (a path, or a config such as a preset's) serves a model holding none."""
     spec = head_spec(kind)
     config = _albert_config_of(model)
     if config is None and albert_config_file:
-        config = AlbertConfig.from_json_file(albert_config_file)
+        config = _config_from(albert_config_file)
     if config is None:
         raise ValueError(
             f"{model.name} holds no AlbertModel to read the ALBERT config from; "
@@ -74,8 +75,20 @@ def _heads_that_fit(model: keras.Model, refused: str) -> str:
     return f"it fits none of the heads ({', '.join(REGISTRY)})"
 
 
+def _config_from(source: str | AlbertConfig) -> AlbertConfig:
+    """`source` itself, or the config in the file it names."""
+    if isinstance(source, AlbertConfig):
+        return source
+    if not os.path.isfile(source):
+        raise FileNotFoundError(f"albert_config_file not found: {source!r}")
+    return AlbertConfig.from_json_file(source)
+
+
 def _from_tf1(
-    kind: str, checkpoint: str, albert_config_file: str | None, model_options: Mapping
+    kind: str,
+    checkpoint: str,
+    albert_config_file: str | AlbertConfig | None,
+    model_options: Mapping,
 ) -> keras.Model:
     spec = head_spec(kind)
     if spec.from_tf1 is None:
@@ -88,11 +101,8 @@ def _from_tf1(
             f"{kind} models from their .keras file"
         )
     if not albert_config_file:
-        raise ValueError("tf1_checkpoint needs albert_config_file")
-    if not os.path.isfile(albert_config_file):
-        raise FileNotFoundError(f"albert_config_file not found: {albert_config_file!r}")
-    config = AlbertConfig.from_json_file(albert_config_file)
-    return spec.from_tf1(checkpoint, config, **model_options)
+        raise ValueError("tf1_checkpoint needs albert_config_file (or a preset)")
+    return spec.from_tf1(checkpoint, _config_from(albert_config_file), **model_options)
 
 
 def _from_hf(kind: str, directory: str) -> keras.Model:
@@ -112,12 +122,13 @@ def load_serving_head(
     kind: str,
     keras_model: str | None = None,
     tf1_checkpoint: str | None = None,
-    albert_config_file: str | None = None,
+    albert_config_file: str | AlbertConfig | None = None,
     model_options: Mapping | None = None,
     hf_model: str | None = None,
 ) -> ServingHead:
     """The model to export as head `kind`: a `.keras` file (any registered head), an original
-    TF1 checkpoint with its `albert_config.json` (a pretraining one for `pretrainer`; one that
+    TF1 checkpoint with its `albert_config.json` (or an `AlbertConfig` in its place, e.g.
+    `AlbertConfig.from_preset(...)`; a pretraining one for `pretrainer`; one that
     `run_squad_v1.py`, `run_squad_v2.py` or `run_race.py` fine-tuned, head included, for
     `squad_v1`, `squad_v2`, `race`), or a transformers folder of the class `kind` serves
     (`HF_HEADS`; its `config.json` is the config). `model_options` go to the head's `from_tf1`

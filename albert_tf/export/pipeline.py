@@ -28,7 +28,7 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export import data as export_data
-from albert_tf.export import formats, publish
+from albert_tf.export import app_metadata, formats, publish
 from albert_tf.export.app_metadata import AppMetadataSettings
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
@@ -254,6 +254,7 @@ def export_model(head: ServingHead, config: ExportConfig) -> dict:
         refusal = spec.refusal(head.kind, tokenizer is not None)
         if refusal:  # before any work
             raise ValueError(refusal)
+    app_metadata.check_before_export(head, config, any(spec.tflite for spec in specs))
     destinations = config.destinations()
     places = {
         key: destinations[key]

@@ -25,7 +25,7 @@ from absl import logging
 from albert_tf.checkpoints.hf import is_hf_folder, load_hf_config
 from albert_tf.checkpoints.keras_files import albert_config_of_keras_file
 from albert_tf.checkpoints.tf1 import check_weights_file, open_tf1_checkpoint
-from albert_tf.config import AlbertConfig
+from albert_tf.config import AlbertConfig, check_preset_vocab
 from albert_tf.finetuning.selection import (
     BEST_CHECKPOINT,
     CHECKPOINT_PREFIX,
@@ -45,6 +45,7 @@ __all__ = [
     "inference_checkpoint",
     "initial_weights",
     "load_for_inference",
+    "model_config",
     "model_dtype",
     "resolve_albert_config",
     "run",
@@ -53,11 +54,26 @@ __all__ = [
 
 
 def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
-    """The model config: `albert_config_file`, else the `config.json` of an `hf_model` folder,
-    else the one inside a `.keras` init checkpoint, else `albert_config.json` beside a TF1 init
-    checkpoint (release layout) or in `output_dir`. An `init_checkpoint` that does not exist or
-    is damaged is refused first (`check_weights_file`)."""
+    """`model_config(config)`, refused (ValueError) when `max_seq_length` exceeds its
+    `max_position_embeddings`."""
+    albert_config = model_config(config)
+    if config.max_seq_length > albert_config.max_position_embeddings:
+        raise ValueError(
+            f"max_seq_length={config.max_seq_length} exceeds the model's max_position_embeddings="
+            f"{albert_config.max_position_embeddings}: the ALBERT model was only trained up to "
+            f"{albert_config.max_position_embeddings}"
+        )
+    return albert_config
+
+
+def model_config(config: LoopSettings) -> AlbertConfig:
+    """The model config: `albert_config_file`, else the `preset` (`AlbertConfig.from_preset`,
+    its vocab_size checked against `spm_model_file`), else the `config.json` of an `hf_model`
+    folder, else the one inside a `.keras` init checkpoint, else `albert_config.json` beside a
+    TF1 init checkpoint (release layout) or in `output_dir`. An `init_checkpoint` that does not
+    exist or is damaged is refused first (`check_weights_file`)."""
     candidates = []
+    preset = getattr(config, "preset", None)
     hf_model = getattr(config, "hf_model", None)
     init = config.init_checkpoint
     # Checked first: a missing one would otherwise read as a missing albert_config.json beside it.
@@ -68,6 +84,9 @@ def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
         check_weights_file(init)  # damage found before the output directory is touched
     if config.albert_config_file:
         albert_config = AlbertConfig.from_json_file(config.albert_config_file)
+    elif preset:
+        albert_config = AlbertConfig.from_preset(preset)
+        check_preset_vocab(preset, albert_config, getattr(config, "spm_model_file", None))
     elif hf_model:
         albert_config = load_hf_config(hf_model)
     elif config.init_checkpoint and is_hf_folder(config.init_checkpoint):
@@ -88,13 +107,10 @@ def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
         candidates.append(os.path.join(config.output_dir, "albert_config.json"))
         found = [c for c in candidates if os.path.isfile(c)]
         if not found:
-            raise ValueError(f"no model config: pass albert_config_file (looked for {candidates})")
+            raise ValueError(
+                f"no model config: pass albert_config_file or preset (looked for {candidates})"
+            )
         albert_config = AlbertConfig.from_json_file(found[0])
-    if config.max_seq_length > albert_config.max_position_embeddings:
-        raise ValueError(
-            f"Cannot use sequence length {config.max_seq_length} because the ALBERT "
-            f"model was only trained up to {albert_config.max_position_embeddings}"
-        )
     return albert_config
 
 

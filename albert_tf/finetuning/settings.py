@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from albert_tf.config import PRESET_HELP, PRESETS, check_preset_or_file
 from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, setting
 
 
@@ -29,6 +30,7 @@ class FinetuneSettings:
 
     Args:
       albert_config_file, init_checkpoint, ...: the original flags of the same names.
+      preset: a named model shape (`AlbertConfig.from_preset`) in place of albert_config_file.
       hf_model: a transformers ALBERT folder to start from instead of `init_checkpoint`.
 
     Example:
@@ -43,6 +45,7 @@ class FinetuneSettings:
         "--init_checkpoint is a .keras file or a TF1 checkpoint with albert_config.json beside "
         "it, or for scoring an --output_dir that training wrote.",
     )
+    preset: str | None = setting(None, PRESET_HELP, choices=tuple(PRESETS))
     init_checkpoint: str | None = setting(
         None,
         "Initial weights: an original TF1 checkpoint (prefix or directory; pretraining or "
@@ -76,6 +79,7 @@ class FinetuneSettings:
     log_every_steps: int = setting(50, "Log loss and learning rate every this many steps.")
 
     def __post_init__(self):
+        check_preset_or_file(self.preset, self.albert_config_file)
         if self.init_checkpoint and self.hf_model:
             raise ValueError(
                 f"init_checkpoint={self.init_checkpoint} and hf_model={self.hf_model} both give "
