@@ -12,7 +12,7 @@ import json
 import os
 from typing import Any
 
-from albert_tf.io import write_json
+from albert_tf.io import refuse_unknown_keys, write_json
 
 SHARING_MODES = ("all", "attention", "ffn", "none")
 # "gelu" is the original's: the tanh approximation (transformers calls it "gelu_new"). "gelu_erf"
@@ -32,6 +32,38 @@ SIZE_FIELDS = (
     "max_position_embeddings",
     "type_vocab_size",
 )
+
+# Keys a config may hold that `AlbertConfig` does not model, kept in `extra` as they are: those
+# the original release's configs carry (its model code reads none of them either), the field the
+# transformers conversion keeps its other `config.json` values under, and the fields of a
+# transformers `config.json` itself, given as an ALBERT config.
+ORIGINAL_KEPT_KEYS = (
+    "down_scale_factor",
+    "net_structure_type",
+    "gap_size",
+    "num_memory_blocks",
+    "layers_to_keep",
+)
+HF_EXTRA = "huggingface"
+TRANSFORMERS_KEPT_KEYS = (
+    "architectures",
+    "model_type",
+    "transformers_version",
+    "dtype",
+    "torch_dtype",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "classifier_dropout_prob",
+    "layer_norm_eps",
+    "position_embedding_type",
+    "tie_word_embeddings",
+    "id2label",
+    "label2id",
+    "num_labels",
+    "problem_type",
+)
+KEPT_KEYS = (*ORIGINAL_KEPT_KEYS, HF_EXTRA, *TRANSFORMERS_KEPT_KEYS)
 
 
 @dataclasses.dataclass
@@ -60,7 +92,7 @@ class AlbertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     sharing: str = "all"
-    # Keys of the json that this class does not model (e.g. `down_scale_factor`): kept, ignored.
+    # Keys of the json that this class does not model (`KEPT_KEYS`, e.g. `down_scale_factor`).
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
@@ -104,9 +136,12 @@ class AlbertConfig:
 
     # --- (de)serialisation -------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, values: dict[str, Any]) -> "AlbertConfig":
-        """Build from a dict with the original json's keys; unknown keys are kept in `extra`."""
+    def from_dict(cls, values: dict[str, Any], where: str = "ALBERT config") -> "AlbertConfig":
+        """Build from a dict with the original json's keys; the keys it does not model but the
+        original or transformers configs carry (`KEPT_KEYS`) are kept in `extra`, any other key
+        is a ValueError naming it and the nearest known key (`where` names the source)."""
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        refuse_unknown_keys(values, known | set(KEPT_KEYS) | {"extra"}, where)
         kwargs = {k: v for k, v in values.items() if k in known}
         extra = dict(values.get("extra", {}))
         extra.update({k: v for k, v in values.items() if k not in known and k != "extra"})
@@ -131,10 +166,15 @@ class AlbertConfig:
             raise FileNotFoundError(f"ALBERT config file not found: {path}") from None
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
+        if not isinstance(values, dict):
+            raise ValueError(f"{path}: not an ALBERT config (a JSON object)")
         try:
-            return cls.from_dict(values)
+            return cls.from_dict(values, where=os.fspath(path))
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}: {e}") from None
+            message = str(e)
+            raise ValueError(
+                message if message.startswith(os.fspath(path)) else f"{path}: {message}"
+            ) from None
 
     def to_json_file(self, path: str | os.PathLike) -> None:
         """Write an `albert_config.json` the original code can read."""

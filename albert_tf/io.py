@@ -8,6 +8,7 @@ target only when complete (a rename within one directory is atomic).
 from __future__ import annotations
 
 import contextlib
+import difflib
 import glob as _glob
 import json
 import math
@@ -33,6 +34,17 @@ def json_safe(value):
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value
+
+
+def refuse_unknown_keys(values, known, where: str) -> None:
+    """ValueError naming the first key of `values` (a JSON object read back) that is not among
+    `known`, with the nearest known key suggested: a misspelt setting must not fall back to its
+    default unseen. `where` names the file (or the object) in the message."""
+    for key in values:
+        if key not in known:
+            nearest = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)
+            hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
+            raise ValueError(f"{where}: unknown key {key!r}{hint}")
 
 
 def write_json(path: str | os.PathLike, value, sort_keys: bool = True) -> None:

@@ -11,7 +11,7 @@ FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 GROUPED_JSON = FIXTURES / "original_checkpoints/albert_tiny_grouped/albert_config.json"
 
 
-def test_reads_original_json_and_keeps_unknown_keys():
+def test_reads_original_json_and_keeps_the_keys_the_original_carries():
     config = AlbertConfig.from_json_file(GROUPED_JSON)
     assert (config.num_hidden_layers, config.num_hidden_groups, config.inner_group_num) == (4, 2, 2)
     assert (config.embedding_size, config.hidden_size, config.vocab_size) == (16, 32, 300)

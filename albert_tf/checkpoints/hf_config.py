@@ -9,9 +9,11 @@ The model fields have the same names in both. transformers' `gelu_new` is the or
 from __future__ import annotations
 
 from albert_tf.checkpoints.hf_format import HfFolder, HfFormatError
-from albert_tf.config import SIZE_FIELDS, AlbertConfig
 
-HF_EXTRA = "huggingface"  # the `AlbertConfig.extra` key holding config.json's other fields
+# HF_EXTRA: the `AlbertConfig.extra` key holding config.json's other fields (defined with the
+# config, which keeps it when read back).
+from albert_tf.config import HF_EXTRA, SIZE_FIELDS, AlbertConfig
+
 # transformers' activation name -> ours; anything else is refused by name.
 HF_ACTIVATIONS = {
     "gelu_new": "gelu",

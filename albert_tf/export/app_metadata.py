@@ -31,6 +31,8 @@ from albert_tf.config import AlbertConfig
 from albert_tf.export import data as export_data
 from albert_tf.export import tflite_metadata as metadata
 from albert_tf.export.tflite import run_signature
+from albert_tf.finetuning.bundle_manifest import MANIFEST_KEYS
+from albert_tf.io import refuse_unknown_keys
 from albert_tf.tasks.glue.config import parse_label_names
 from albert_tf.tasks.glue.processors import TASKS as GLUE_TASKS
 from albert_tf.text.client_sentencepiece import (
@@ -102,6 +104,8 @@ def settings_beside(keras_model: str | None, enabled: bool = True) -> AppMetadat
             info = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"{path}: not a readable classifier info file: {e}") from None
+    if isinstance(info, dict):
+        refuse_unknown_keys(info, MANIFEST_KEYS, path)
     labels = (info.get("label_names") or info.get("labels")) if isinstance(info, dict) else ()
     if labels is not None and not (
         isinstance(labels, list) and all(isinstance(x, str) for x in labels)

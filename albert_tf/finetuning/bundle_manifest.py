@@ -10,7 +10,20 @@ from __future__ import annotations
 import json
 import os
 
+from albert_tf.io import refuse_unknown_keys
+
 MANIFEST_FILES = ("classifier_info.json", "squad_info.json", "race_info.json")
+# What the tasks' `export` writes into a manifest (`bundle.write_serving_bundle` adds the file
+# names), every version's: any other key is a misspelling or another tool's file.
+MANIFEST_KEYS = frozenset(
+    {
+        *("model_file", "spm_model_file", "albert_config_file", "checkpoint"),
+        *("inputs", "outputs", "max_seq_length", "do_lower_case"),
+        *("task_name", "labels", "label_names", "regression"),  # GLUE
+        "max_qa_length",  # RACE
+        *("version", "doc_stride", "max_query_length", "n_best_size", "max_answer_length"),
+    }
+)
 
 
 def bundle_manifest(model_file: str | os.PathLike | None) -> dict | None:
@@ -31,6 +44,7 @@ def bundle_manifest(model_file: str | os.PathLike | None) -> dict | None:
             raise ValueError(f"{path}: not a readable bundle manifest: {e}") from None
         if not isinstance(info, dict):
             raise ValueError(f"{path}: not a bundle manifest (a JSON object)")
+        refuse_unknown_keys(info, MANIFEST_KEYS, path)
         if info.get("model_file", name) != name:
             continue
         if isinstance(info.get("spm_model_file"), str):

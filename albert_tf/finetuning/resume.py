@@ -19,7 +19,7 @@ from absl import logging
 
 from albert_tf.finetuning.selection import CHECKPOINT_PREFIX, list_checkpoints
 from albert_tf.finetuning.task import Task
-from albert_tf.io import write_json
+from albert_tf.io import refuse_unknown_keys, write_json
 
 TRAIN_STATE_DIR = "train_state"
 SETTINGS_FILE = "settings.json"
@@ -67,6 +67,7 @@ def resume_point(task: Task) -> tuple[int, str] | None:
     with open(path, encoding="utf-8") as f:
         previous = json.load(f)
     current = run_settings(task)
+    refuse_unknown_keys(previous, current, path)
     differences = [
         f"{name} {previous.get(name)!r} then, {value!r} now"
         for name, value in current.items()

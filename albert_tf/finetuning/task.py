@@ -22,7 +22,7 @@ class LoopSettings(Protocol):
 
     Settings may also hold `mixed_precision` ("none", "bf16" or "fp16"; "none" when absent) and
     `hf_model` (a transformers folder to start from instead of `init_checkpoint`; None when
-    absent).
+    absent) and `preset` (a named model shape in place of `albert_config_file`).
     """
 
     output_dir: str

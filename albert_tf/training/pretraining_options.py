@@ -151,6 +151,12 @@ def validate(options: PretrainingOptions, config: AlbertConfig, replicas: int) -
             f"--max_seq_length={o.max_seq_length} exceeds max_position_embeddings="
             f"{config.max_position_embeddings} of the config"
         )
+    if o.eval_input_file and not o.do_eval:
+        # Refused rather than turned on: evaluation takes time the user did not ask for.
+        raise SettingsError(
+            "--eval_input_file is set but --do_eval is not: add --do_eval to evaluate on it, or "
+            "drop --eval_input_file"
+        )
     if o.mixed_precision not in MIXED_PRECISIONS:
         raise SettingsError(f"--mixed_precision must be one of {sorted(MIXED_PRECISIONS)}")
     if o.gradient_accumulation_steps < 1:

@@ -72,6 +72,7 @@ def precision_check(s: LiftSettings, records: dict, steps: int) -> dict:
             num_train_steps=steps,
             log_every_steps=max(1, steps // 6),
             do_eval=False,
+            eval_input_file=None,
             mixed_precision=precision,
         )
         history = _pretraining_run(s, options)["train_history"]
