@@ -44,6 +44,8 @@ class FinetuneCli:
       after_recipe: adjusts the flags once the recipe is applied, before the config is built.
       recipe_help: the help of `--recipe`.
       recipe_case_sensitive: whether `--recipe` names are matched case-sensitively.
+      phase_inputs: {input flag: the phase flag without which nothing reads it}: such an input
+        given while its phase is off is refused, rather than left unused unseen.
 
     Example:
       FinetuneCli(RaceConfig, "albert_tf.tasks.race.finetune", RECIPES,
@@ -61,6 +63,7 @@ class FinetuneCli:
     after_recipe: Callable[[flags.FlagValues], None] | None = None
     recipe_help: str = "Apply the original release's recipe; flags given explicitly win."
     recipe_case_sensitive: bool = True
+    phase_inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 def define_flags(cli: FinetuneCli) -> None:
@@ -138,6 +141,7 @@ def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
         if cli.after_recipe is not None:
             cli.after_recipe(FLAGS)
         _check_flags(argv)
+        _check_phase_inputs(cli.phase_inputs)
         _distribution_flags.note_ignored_flags(cli.ignored)
         config = _config_flags.config_from_flags(cli.config_class, **cli.given)
         given = FLAGS["max_seq_length"].present
@@ -163,6 +167,16 @@ def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
                 )
 
     return main
+
+
+def _check_phase_inputs(phase_inputs: Mapping[str, str]) -> None:
+    """UsageError for an input flag given on the command line while the phase that reads it is
+    off (a recipe's values do not count: a recipe serves every phase)."""
+    for name, phase in phase_inputs.items():
+        if FLAGS[name].present and FLAGS[name].value and not FLAGS[phase].value:
+            raise app.UsageError(
+                f"--{name} is set but --{phase} is not: add --{phase} to use it, or drop --{name}"
+            )
 
 
 def main(cli: FinetuneCli) -> None:

@@ -91,3 +91,22 @@ def test_pretraining_refuses_a_misspelt_config_key_in_one_line_before_any_work(t
     assert result.returncode == 1
     assert_one_line_ending(result.stderr, "unknown key 'hiden_size'", "did you mean 'hidden_size'")
     assert not out.exists()
+
+
+def test_an_input_of_a_phase_that_is_off_is_refused_in_one_line(tmp_path):
+    out = tmp_path / "out"
+    result = run(
+        python(
+            str(REPO / "pipelines" / "run_squad_v1.py"),
+            f"--spm_model_file={REPO / 'tests' / 'fixtures' / 'albert_spm' / '30k-clean.model'}",
+            f"--output_dir={out}",
+            "--train_file=train-v1.1.json",
+            "--predict_file=dev-v1.1.json",
+            "--do_predict",
+        )
+    )
+    assert result.returncode == 1
+    assert_one_line_ending(
+        result.stderr, "--train_file is set but --do_train is not: add --do_train to use it"
+    )
+    assert not out.exists()
