@@ -119,8 +119,13 @@ def export(code: pathlib.Path, out: str, limit: int) -> None:
 
 
 def measure(model: str, contexts_file: str, cap_gb: float) -> dict:
+    return run_measure_script(MEASURE_SCRIPT, model, contexts_file, str(cap_gb), QUESTION)
+
+
+def run_measure_script(script: str, model: str, *args: str) -> dict:
+    """The figures (the last JSON line printed) of `script` run on `model` in a fresh process."""
     run = subprocess.run(
-        [sys.executable, "-c", MEASURE_SCRIPT, model, contexts_file, str(cap_gb), QUESTION],
+        [sys.executable, "-c", script, model, *args],
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
         capture_output=True,
         text=True,

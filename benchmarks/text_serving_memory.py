@@ -29,7 +29,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout
 
 from benchmarks.machine import describe as describe_machine  # noqa: E402
-from benchmarks.qa_serving_memory import QUESTION, contexts_of  # noqa: E402
+from benchmarks.qa_serving_memory import QUESTION, contexts_of, run_measure_script  # noqa: E402
 
 # Run with the exporting checkout first on sys.path: that checkout's code builds the models.
 EXPORT_SCRIPT = """
@@ -145,16 +145,7 @@ def export(code: pathlib.Path, out: str, limit: int, which: str) -> None:
 
 def measure(model: str, signature: str, request_file: str, cap_gb: float) -> dict:
     """One request to `model`'s `signature` in a fresh process (MEASURE_SCRIPT's figures)."""
-    run = subprocess.run(
-        [sys.executable, "-c", MEASURE_SCRIPT, model, signature, request_file, str(cap_gb)],
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-        capture_output=True,
-        text=True,
-    )
-    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"measuring {model} failed: {run.stderr[-2000:]}")
-    return json.loads(lines[-1])
+    return run_measure_script(MEASURE_SCRIPT, model, signature, request_file, str(cap_gb))
 
 
 def cell(result: dict | None) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from albert_tf import AlbertConfig, AlbertModel
 from albert_tf.config import (
+    PRESET_SHAPE_FIELDS,
     PRESETS,
     check_preset_or_file,
     check_preset_vocab,
@@ -34,17 +35,8 @@ from tests.model_configs import CLASSIFIER_TINY, SAMPLE_VOCAB_TINY
 
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"  # 30,000 pieces
 GLUE = FIXTURES / "glue"
-# The README's columns, as `AlbertConfig` fields.
-COLUMNS = (
-    "vocab_size",
-    "embedding_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "max_position_embeddings",
-    "parameters",
-)
+# The README's columns: the shape's `AlbertConfig` fields, then the parameter count.
+COLUMNS = (*PRESET_SHAPE_FIELDS, "parameters")
 
 
 def run(script: str, *args: str) -> subprocess.CompletedProcess:
