@@ -36,7 +36,8 @@ SIZE_FIELDS = (
 # Keys a config may hold that `AlbertConfig` does not model, kept in `extra` as they are: those
 # the original release's configs carry (its model code reads none of them either), the field the
 # transformers conversion keeps its other `config.json` values under, and the fields of a
-# transformers `config.json` itself, given as an ALBERT config.
+# transformers `config.json` itself, given as an ALBERT config (those its AlbertConfig adds to the
+# model fields, and those of its base config that a saved or fine-tuned model's file carries).
 ORIGINAL_KEPT_KEYS = (
     "down_scale_factor",
     "net_structure_type",
@@ -62,6 +63,8 @@ TRANSFORMERS_KEPT_KEYS = (
     "label2id",
     "num_labels",
     "problem_type",
+    "finetuning_task",
+    "_name_or_path",
 )
 KEPT_KEYS = (*ORIGINAL_KEPT_KEYS, HF_EXTRA, *TRANSFORMERS_KEPT_KEYS)
 

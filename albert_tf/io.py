@@ -39,7 +39,10 @@ def json_safe(value):
 def refuse_unknown_keys(values, known, where: str) -> None:
     """ValueError naming the first key of `values` (a JSON object read back) that is not among
     `known`, with the nearest known key suggested: a misspelt setting must not fall back to its
-    default unseen. `where` names the file (or the object) in the message."""
+    default unseen. `where` names the file (or the object) in the message; a value that is no
+    JSON object at all is refused too."""
+    if not isinstance(values, dict):
+        raise ValueError(f"{where}: not a JSON object")
     for key in values:
         if key not in known:
             nearest = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.6)

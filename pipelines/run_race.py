@@ -46,6 +46,8 @@ CLI = FinetuneCli(
     required=("data_dir", "output_dir"),
     ignored=(*_distribution_flags.IGNORED_ORIGINAL_FLAGS, "num_keep_checkpoint"),
     recipe_help="Apply the original release's RACE recipe; flags given explicitly win.",
+    # Each split's cache is read by its phase alone.
+    phase_inputs={"train_file": "do_train", "eval_file": "do_eval", "predict_file": "do_predict"},
 )
 
 if __name__ == "__main__":

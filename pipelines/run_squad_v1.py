@@ -55,7 +55,13 @@ def squad_cli(version: str) -> FinetuneCli:
         skip=V2_ONLY if version == "v1" else (),
         after_recipe=check_recipe,
         recipe_help="Apply the original release's SQuAD recipe; flags given explicitly win.",
-        phase_inputs={"train_file": "do_train", "predict_file": "do_predict"},
+        phase_inputs={
+            "train_file": "do_train",
+            "train_feature_file": "do_train",
+            "predict_file": "do_predict",
+            "predict_feature_file": "do_predict",
+            "predict_feature_left_file": "do_predict",
+        },
     )
 
 

@@ -18,11 +18,14 @@ import shutil
 from absl import logging
 
 from albert_tf.finetuning.task import DevScorer
-from albert_tf.io import atomic_path, write_json
+from albert_tf.io import atomic_path, refuse_unknown_keys, write_json
 
 CHECKPOINT_PREFIX = "model.ckpt"
 BEST_CHECKPOINT = "model.ckpt-best"
 EVAL_RESULTS = "eval_results.json"
+# The keys `CheckpointEvaluator.write` gives `eval_results.json` (every version's), which a resumed
+# run reads back.
+EVAL_RESULTS_KEYS = ("task", "selection_metric", "final", "best", "baseline", "note", "history")
 
 
 def list_checkpoints(output_dir: str) -> list[tuple[int, str]]:
@@ -88,6 +91,7 @@ class CheckpointEvaluator:
             return
         with open(path, encoding="utf-8") as f:
             results = json.load(f)
+        refuse_unknown_keys(results, EVAL_RESULTS_KEYS, path)
         if results.get("task") != self.scorer.name or results.get("selection_metric") != self.key:
             logging.warning("%s is of another task or metric: not taken up", path)
             return

@@ -22,7 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.finetuning.progress import predict_with_progress
-from albert_tf.io import atomic_path, write_json
+from albert_tf.io import atomic_path, refuse_unknown_keys, write_json
 from albert_tf.tasks.race.examples import RaceExample
 from albert_tf.tasks.race.features import RaceFeature
 from albert_tf.tasks.race.metrics import race_metrics
@@ -32,6 +32,8 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 # Questions are shuffled before they are written; the buffer only mixes neighbouring ones.
 SHUFFLE_BUFFER = 1000
 SELECTION_METRIC = "eval_accuracy"  # the original's `key_name`
+# The keys `cached_race_records` writes beside a cache: anything else is no file of ours.
+CACHE_INFO_KEYS = ("settings", "num_records")
 
 
 def _example(feature: RaceFeature) -> bytes:
@@ -112,7 +114,9 @@ def cached_race_records(
         found = None
         if os.path.isfile(info):
             with open(info, encoding="utf-8") as f:
-                found = json.load(f).get("settings")
+                content = json.load(f)
+            refuse_unknown_keys(content, CACHE_INFO_KEYS, info)
+            found = content.get("settings")
         if found is None:
             logging.warning("Reusing %s %s as it is: no record of its settings", what, path)
             return count_records(path)
@@ -120,6 +124,10 @@ def cached_race_records(
             f"{key}: {found.get(key)!r} vs {value!r}"
             for key, value in settings.items()
             if found.get(key) != value
+        ]
+        # A setting recorded that is none here: the questions built under it may differ.
+        differences += [
+            f"{key}: {v!r} vs no such setting" for key, v in found.items() if key not in settings
         ]
         if not differences:
             logging.info("Reusing %s %s", what, path)

@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.io import atomic_file, atomic_path, write_json
+from albert_tf.io import atomic_file, atomic_path, refuse_unknown_keys, write_json
 from albert_tf.tasks.squad.features import SquadFeature
 
 INPUT_NAMES = ("input_ids", "input_mask", "segment_ids", "p_mask")
@@ -27,6 +27,10 @@ LABEL_NAMES = ("start_positions", "end_positions", "is_impossible")
 # written (as the original pre-shuffles them), so a modest buffer mixes enough.
 SHUFFLE_BUFFER = 1000
 _LEFT_FIELDS = ("unique_id", "example_index", "doc_span_index", "paragraph_len")
+# The keys of what `write_cache_settings` and `write_left_file` write: anything else in them is
+# no file of ours, or one edited by hand.
+CACHE_INFO_KEYS = ("settings", "num_features")
+LEFT_FILE_KEYS = ("settings", "features")
 
 
 def file_digest(path: str) -> str:
@@ -50,11 +54,14 @@ def cache_settings(source: str, spm_model_file: str, **settings) -> dict:
 
 
 def settings_differences(found: dict, wanted: dict) -> list[str]:
-    """'name: found vs wanted' for every setting that differs (the source path may move)."""
+    """'name: found vs wanted' for every setting that differs (the source path may move),
+    including one recorded that is no setting here: windows built under it may differ."""
     return [
         f"{key}: {found.get(key)!r} vs {value!r}"
         for key, value in wanted.items()
         if key != "source" and found.get(key) != value
+    ] + [
+        f"{key}: {value!r} vs no such setting" for key, value in found.items() if key not in wanted
     ]
 
 
@@ -174,6 +181,7 @@ def read_left_file(path: str, seq_length: int) -> tuple[dict | None, list[SquadF
             f"{path}: not a predict_feature_left_file written here (JSON with the windows); "
             "delete it (and predict_feature_file) to rebuild both"
         ) from e
+    refuse_unknown_keys(content, LEFT_FILE_KEYS, path)
     features = []
     for row in rows:
         tokens = row["tokens"] + ["<pad>"] * (seq_length - len(row["tokens"]))
@@ -199,7 +207,9 @@ def read_cache_settings(path: str) -> dict | None:
     if not os.path.isfile(info):
         return None
     with open(info, encoding="utf-8") as f:
-        return json.load(f).get("settings")
+        content = json.load(f)
+    refuse_unknown_keys(content, CACHE_INFO_KEYS, info)
+    return content.get("settings")
 
 
 def write_cache_settings(path: str, settings: dict, num_features: int) -> None:
