@@ -93,3 +93,23 @@ def checked_requests(
         {"question": question, "context": context}, max_context_bytes, "max_context_bytes"
     )
     return checked["question"], checked["context"]
+
+
+def requests_within(rows, max_text_bytes: int, size: int = 32):
+    """`rows` ((text_a, text_b or None)) as requests of up to `size` rows whose fields each hold at
+    most `max_text_bytes` UTF-8 bytes, all rows together (lists of row indices); and the rows that
+    no request can hold (a field over the limit on its own)."""
+    requests, over, request, totals = [], [], [], [0, 0]
+    for i, row in enumerate(rows):
+        sizes = [len(t.encode("utf-8")) if t is not None else 0 for t in row]
+        if max(sizes) > max_text_bytes:
+            over.append(i)
+            continue
+        if request and (
+            len(request) == size or any(t + n > max_text_bytes for t, n in zip(totals, sizes))
+        ):
+            requests.append(request)
+            request, totals = [], [0, 0]
+        request.append(i)
+        totals = [t + n for t, n in zip(totals, sizes)]
+    return requests + ([request] if request else []), over

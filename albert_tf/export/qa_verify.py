@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.export.qa_inputs import requests_within
 from albert_tf.export.qa_text import QA_SETTINGS_FILE, QaSettings, QaTextModel, save_qa_text_model
 from albert_tf.export.serving_ops import tf_serving_failures
 from albert_tf.tasks.squad.examples import SquadExample, read_squad_examples
@@ -175,23 +176,14 @@ def answer_differences(
 def _requests(examples: list[SquadExample], max_context_bytes: int, size: int = 32):
     """The examples in requests of up to `size` questions within the model's
     `max_context_bytes`; and a failure for each example that no request can hold."""
-    batches, failures, batch, totals = [], [], [], [0, 0]
-    for example in examples:
-        sizes = [len(t.encode("utf-8")) for t in (example.question_text, example.paragraph_text)]
-        if max(sizes) > max_context_bytes:
-            failures.append(
-                f"question {example.qas_id!r}: {max(sizes)} bytes of text, more than "
-                f"max_context_bytes={max_context_bytes}"
-            )
-            continue
-        if batch and (
-            len(batch) == size or any(t + n > max_context_bytes for t, n in zip(totals, sizes))
-        ):
-            batches.append(batch)
-            batch, totals = [], [0, 0]
-        batch.append(example)
-        totals = [t + n for t, n in zip(totals, sizes)]
-    return batches + ([batch] if batch else []), failures
+    rows = [(example.question_text, example.paragraph_text) for example in examples]
+    requests, over = requests_within(rows, max_context_bytes, size)
+    failures = [
+        f"question {examples[i].qas_id!r}: {max(len(t.encode('utf-8')) for t in rows[i])} bytes "
+        f"of text, more than max_context_bytes={max_context_bytes}"
+        for i in over
+    ]
+    return [[examples[i] for i in request] for request in requests], failures
 
 
 def verify_qa_text_model(

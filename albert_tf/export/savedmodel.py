@@ -36,7 +36,7 @@ from albert_tf.export.parity import (
     merge_figures,
     parity_figures,
 )
-from albert_tf.export.qa_inputs import bounded_texts, same_batch_size, string_batch
+from albert_tf.export.qa_inputs import bounded_texts, requests_within, same_batch_size, string_batch
 from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
 from albert_tf.export.serving_ops import non_stock_ops, tf_serving_failures
 from albert_tf.export.signatures import serving_functions
@@ -248,26 +248,6 @@ def _text_inputs(signature: str, rows) -> dict[str, np.ndarray]:
     }
 
 
-def _requests_within(rows, max_text_bytes: int, size: int = 32):
-    """`rows` ((text_a, text_b or None)) as requests of up to `size` rows whose fields each hold at
-    most `max_text_bytes` UTF-8 bytes, all rows together (lists of row indices); and the rows that
-    no request can hold (a field over the limit on its own)."""
-    requests, over, request, totals = [], [], [], [0, 0]
-    for i, row in enumerate(rows):
-        sizes = [len(t.encode("utf-8")) if t is not None else 0 for t in row]
-        if max(sizes) > max_text_bytes:
-            over.append(i)
-            continue
-        if request and (
-            len(request) == size or any(t + n > max_text_bytes for t, n in zip(totals, sizes))
-        ):
-            requests.append(request)
-            request, totals = [], [0, 0]
-        request.append(i)
-        totals = [t + n for t, n in zip(totals, sizes)]
-    return requests + ([request] if request else []), over
-
-
 def _served(function, signature: str, rows, requests) -> dict[str, np.ndarray]:
     """`function`'s outputs on `rows`, one call per request of row indices, concatenated."""
     outputs = [
@@ -317,7 +297,7 @@ def verify_text_models(
         ("serving_default", [(a, None) for a, _ in texts]),
         ("pairs", [(a, b) for a, b in texts if b is not None]),
     ):
-        requests, over = _requests_within(rows, max_text_bytes)
+        requests, over = requests_within(rows, max_text_bytes)
         for name, model in models.items():
             served = _served_over_limit(
                 model.signatures[signature], signature, [rows[i] for i in over], max_text_bytes
