@@ -87,11 +87,20 @@ def precision_check(s: LiftSettings, records: dict, steps: int) -> dict:
     return measured
 
 
-def pretrain(s: LiftSettings, records: dict, mixed_precision: str) -> dict:
-    """The whole pretraining (resumed if interrupted), scored on the held-out records at the end."""
+def pretrain(s: LiftSettings, records: dict, mixed_precision: str, start: int, end: int) -> dict:
+    """The pretraining phase from step `start` (0, or where the previous phase's schedule reached
+    0) to `end`, resumed if interrupted: warmup from `start`, decay to 0 at `end`; scored on the
+    held-out records at its end."""
     output_dir = os.path.join(s.work_dir, "runs", PRETRAINING)
     options = _options(
-        s, records, output_dir, do_train=True, do_eval=True, mixed_precision=mixed_precision
+        s,
+        records,
+        output_dir,
+        do_train=True,
+        do_eval=True,
+        mixed_precision=mixed_precision,
+        num_train_steps=end,
+        start_warmup_step=start,
     )
     results = _pretraining_run(s, options)
     return {

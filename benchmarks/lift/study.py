@@ -40,10 +40,11 @@ def finetune_plan(s: LiftSettings) -> list[dict]:
         ]
 
     plan = [
-        {"stage": "grid", "task": t, "step": step, "learning_rate": lr, "seed": s.finetune_seeds[0]}
+        {"stage": "grid", "task": t, "step": step, "learning_rate": lr, "seed": seed}
         for t in SEEDED_TASKS
         for step in (0, final)
         for lr in s.learning_rates
+        for seed in s.grid_seeds
     ]
     plan += curve((0, final))
     plan += [
@@ -52,6 +53,11 @@ def finetune_plan(s: LiftSettings) -> list[dict]:
         for step in (0, final)
     ]
     return plan + curve(step for step in s.curve_steps if step != final)
+
+
+def _phase_stage(s: LiftSettings, end: int) -> str:
+    """The stage marker of the pretraining phase ending at `end` (the first: "pretraining")."""
+    return "pretraining" if end == s.phase_ends()[0] else f"pretraining/{end}"
 
 
 def _name(item: dict) -> str:
@@ -70,8 +76,10 @@ def estimate_seconds(s: LiftSettings, stages: Stages, glue: dict | None) -> floa
     """CPU-seconds of what is left, from the costs above scaled to this model and these sets."""
     scale = _run_scale(s)
     total = 0.0 if stages.done("5_glue") else DATA_SECONDS_PER_MB * min(s.max_train_text_mb, 60)
-    if not stages.done("pretraining"):
-        total += STEP_SECONDS * s.num_train_steps * scale
+    starts = (0, *s.phase_ends()[:-1])
+    for start, end in zip(starts, s.phase_ends()):
+        if not stages.done(_phase_stage(s, end)):
+            total += STEP_SECONDS * (end - start) * scale
     checkpoints = s.num_train_steps // s.checkpoint_every + 1
     total += sum(SCORE_SECONDS for k in range(checkpoints) if not stages.done(f"score/{k}"))
     for item in finetune_plan(s):
@@ -144,8 +152,14 @@ def run_study(s: LiftSettings, machine: str) -> dict:
     prepared = prepare(s, stages)
     records, spm = prepared["records"], prepared["vocab"]["spm_model_file"]
     precision, check = choose_precision(s, stages, records)
-    _log(f"pretraining: {s.num_train_steps} steps of {s.train_batch_size}")
-    pretrained = stages.get("pretraining", lambda: runs.pretrain(s, records, precision))
+    start = 0
+    for end in s.phase_ends():
+        _log(f"pretraining: steps {start}..{end} of {s.train_batch_size}")
+        pretrained = stages.get(
+            _phase_stage(s, end),
+            lambda start=start, end=end: runs.pretrain(s, records, precision, start, end),
+        )
+        start = end
     scores = {}
     for step in range(0, s.num_train_steps + 1, s.checkpoint_every):
         scores[step] = stages.get(
@@ -210,17 +224,26 @@ def run_study(s: LiftSettings, machine: str) -> dict:
 
 
 def best_rate(s: LiftSettings, finetunes: dict, task: str, pretrained: bool) -> float:
-    """The grid's learning rate with the best held-out-train accuracy (the lower on a tie)."""
-    scored = [
-        (f["metrics"]["eval_accuracy"], -f["learning_rate"])
-        for f in finetunes.values()
-        if f["stage"] == "grid" and f["task"] == task and (f["step"] > 0) == pretrained
-    ]
-    if not scored:
+    """The grid's learning rate with the best mean held-out-train accuracy over the grid seeds
+    (the lower on a tie), passing over a rate with any seed at the majority class unless every
+    rate has one."""
+    by_rate: dict[float, list[tuple[float, float]]] = {}
+    for f in finetunes.values():
+        if f["stage"] == "grid" and f["task"] == task and (f["step"] > 0) == pretrained:
+            majority = (f.get("baseline") or {}).get("eval_accuracy", 0.0)
+            by_rate.setdefault(f["learning_rate"], []).append(
+                (f["metrics"]["eval_accuracy"], majority)
+            )
+    if not by_rate:
         raise RuntimeError(
             f"no grid result for {task} ({'pretrained' if pretrained else 'random'})"
         )
-    return -max(scored)[1]
+    stable = {
+        lr: runs
+        for lr, runs in by_rate.items()
+        if all(accuracy > majority + 0.005 for accuracy, majority in runs)
+    } or by_rate
+    return -max((statistics.mean(a for a, _ in runs), -lr) for lr, runs in stable.items())[1]
 
 
 def seed_stats(values: list[float]) -> dict:
