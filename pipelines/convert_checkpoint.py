@@ -71,7 +71,13 @@ flags.DEFINE_bool(
     "With --output_hf: the casing tokenizer_config.json states (default: the bundle's or "
     "--hf_model's own, where they state one).",
 )
-
+flags.DEFINE_enum(
+    "hf_tokenizer",
+    "albert",
+    ["albert", "folder"],
+    "With --output_hf: albert writes a tokenizer.json that tokenizes as the original ALBERT "
+    "does; folder (with --hf_model) keeps that folder's own tokenizer files as they are.",
+)
 flags.DEFINE_list(
     "label_names",
     None,
@@ -94,6 +100,10 @@ def _load(flags_):
         check_preset_vocab(flags_.preset, config, flags_.spm_model_file)
         return load_tf1_checkpoint(flags_.tf1_checkpoint, config)
     if flags_.hf_model:
+        from albert_tf.checkpoints.hf_format import warn_if_tokenizer_differs
+
+        if flags_.hf_tokenizer != "folder":  # a kept tokenizer is the user's choice
+            warn_if_tokenizer_differs(flags_.hf_model)
         return load_hf_model(flags_.hf_model)
     return load_keras_model(flags_.keras_model, compile=True)
 
@@ -108,6 +118,11 @@ def _hf_tokenizer_and_labels(model) -> dict:
     from albert_tf.modeling.heads.classifier import AlbertClassifier
 
     manifest = bundle_manifest(FLAGS.keras_model) or {}
+    label_names = FLAGS.label_names
+    if not label_names and isinstance(model, AlbertClassifier) and not model.regression:
+        label_names = bundle_label_names(manifest)
+    if FLAGS.hf_tokenizer == "folder":
+        return {"tokenizer_folder": FLAGS.hf_model, "label_names": label_names}
     spm = FLAGS.spm_model_file or manifest.get("spm_model_file")
     spm = resolve_spm_model_file(spm, FLAGS.hf_model)
     if not spm:
@@ -119,9 +134,6 @@ def _hf_tokenizer_and_labels(model) -> dict:
     if not FLAGS["do_lower_case"].present:
         do_lower_case = manifest.get("do_lower_case", do_lower_case)
         do_lower_case = resolve_do_lower_case(do_lower_case, FLAGS.hf_model)
-    label_names = FLAGS.label_names
-    if not label_names and isinstance(model, AlbertClassifier) and not model.regression:
-        label_names = bundle_label_names(manifest)
     return {"spm_model_file": spm, "do_lower_case": do_lower_case, "label_names": label_names}
 
 
@@ -134,11 +146,14 @@ def _convert():
     if FLAGS.output_hf:
         tokenizer_and_labels = _hf_tokenizer_and_labels(model)
         save_hf_model(model, FLAGS.output_hf, **tokenizer_and_labels)
-        logging.info(
-            "copied %s as its spiece.model (do_lower_case=%s)",
-            tokenizer_and_labels["spm_model_file"],
-            tokenizer_and_labels["do_lower_case"],
-        )
+        if FLAGS.hf_tokenizer == "folder":
+            logging.info("kept the tokenizer files of %s", FLAGS.hf_model)
+        else:
+            logging.info(
+                "wrote the tokenizer of %s (do_lower_case=%s)",
+                tokenizer_and_labels["spm_model_file"],
+                tokenizer_and_labels["do_lower_case"],
+            )
     elif FLAGS.output.endswith(".keras"):
         with atomic_path(FLAGS.output, suffix=".keras") as staging:
             model.save(staging)
@@ -161,6 +176,8 @@ def main(argv):
         raise app.UsageError("give exactly one of --tf1_checkpoint, --keras_model or --hf_model")
     if bool(FLAGS.output) == bool(FLAGS.output_hf):
         raise app.UsageError("give exactly one of --output or --output_hf")
+    if FLAGS.hf_tokenizer == "folder" and not (FLAGS.hf_model and FLAGS.output_hf):
+        raise app.UsageError("--hf_tokenizer=folder goes with --hf_model and --output_hf")
     if FLAGS.tf1_checkpoint and not (FLAGS.albert_config_file or FLAGS.preset):
         raise app.UsageError("--tf1_checkpoint needs --albert_config_file or --preset")
     check_preset_or_file(FLAGS.preset, FLAGS.albert_config_file)

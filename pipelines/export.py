@@ -203,7 +203,9 @@ def main(argv):
     spm_model_file, do_lower_case = FLAGS.spm_model_file, FLAGS.do_lower_case
     if FLAGS.hf_model:
         from albert_tf.checkpoints.hf import resolve_do_lower_case, resolve_spm_model_file
+        from albert_tf.checkpoints.hf_format import warn_if_tokenizer_differs
 
+        warn_if_tokenizer_differs(FLAGS.hf_model)
         spm_model_file = resolve_spm_model_file(spm_model_file, FLAGS.hf_model)
         do_lower_case = resolve_do_lower_case(do_lower_case, FLAGS.hf_model)
     if FLAGS.hf_model and FLAGS.head == "classifier":

@@ -84,6 +84,7 @@ def test_tf1_to_transformers_and_back_to_keras_through_the_cli(tmp_path):
         "config.json",
         "model.safetensors",
         "spiece.model",
+        "tokenizer.json",
         "tokenizer_config.json",
     }
     config = json.loads((tmp_path / "hf" / "config.json").read_text())

@@ -266,6 +266,7 @@ def test_an_existing_folder_keeps_its_other_files_and_gets_spiece(tmp_path):
         "config.json",
         "model.safetensors",
         "spiece.model",
+        "tokenizer.json",
         "tokenizer_config.json",
     ]
     assert (out / "spiece.model").read_bytes() == spm.read_bytes()

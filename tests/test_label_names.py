@@ -187,7 +187,9 @@ def test_output_hf_of_a_bundle_has_its_tokenizer_and_label_names(bundle, tmp_pat
     assert config["label2id"] == {"negative": 0, "positive": 1}
     assert (out / "spiece.model").read_bytes() == (bundle / "30k-clean.model").read_bytes()
     tokenizer = json.loads((out / "tokenizer_config.json").read_text())
-    assert tokenizer["tokenizer_class"] == "AlbertTokenizer"
+    # transformers loads tokenizer.json as written with this class (tests/test_transformers_client).
+    assert tokenizer["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert json.loads((out / "tokenizer.json").read_text())["model"]["type"] == "Unigram"
     assert tokenizer["model_input_names"] == ["input_ids", "token_type_ids", "attention_mask"]
     assert tokenizer["do_lower_case"] is True and tokenizer["keep_accents"] is False
     assert tokenizer["remove_space"] is True

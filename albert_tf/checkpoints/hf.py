@@ -40,6 +40,8 @@ from albert_tf.checkpoints.hf_format import (
     SPM_FILE,
     TIED_KEYS,
     TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILES,
+    TOKENIZER_JSON_FILE,
     WEIGHTS_FILE,
     HfFolder,
     HfFormatError,
@@ -51,6 +53,7 @@ from albert_tf.checkpoints.hf_format import (
     tokenizer_config_values,
     write_safetensors,
 )
+from albert_tf.checkpoints.hf_tokenizer import tokenizer_json
 from albert_tf.checkpoints.tf1 import head_tf1_names, tf1_variable_map
 from albert_tf.config import AlbertConfig
 from albert_tf.io import atomic_path, write_json
@@ -58,6 +61,7 @@ from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.modeling.heads.multiple_choice import DEFAULT_DROPOUT, AlbertMultipleChoice
 from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1
 from albert_tf.modeling.model import AlbertModel, AlbertPretrainer
+from albert_tf.text.tokenization import AlbertTokenizer
 
 __all__ = [
     "HfFormatError",
@@ -260,12 +264,15 @@ def save_hf_model(
     label_names: list[str] | None = None,
     spm_model_file: str | None = None,
     do_lower_case: bool = True,
+    tokenizer_folder: str | None = None,
 ) -> str:
     """Writes `model` as transformers' `save_pretrained` would: `config.json` +
     `model.safetensors` (float32, the class's exact key set, tied decoder keys left out, an
     identity `embedding_hidden_mapping_in` where E = H), and with `spm_model_file` the tokenizer
-    `AutoTokenizer` loads: `spiece.model` and `tokenizer_config.json` (`AlbertTokenizer`,
-    casing `do_lower_case`, as `hf_format.tokenizer_config_values`).
+    `AutoTokenizer` loads: `spiece.model`, `tokenizer.json` tokenizing as ALBERT does
+    (`hf_tokenizer.tokenizer_json`) and `tokenizer_config.json` (casing `do_lower_case`, as
+    `hf_format.tokenizer_config_values`). `tokenizer_folder` instead: a transformers folder whose
+    own tokenizer files are copied as they are.
 
     `architecture` defaults to the class the model was read as (kept in its config), else
     `hf_architectures(model)[0]`. Everything is checked before anything is written; a new folder
@@ -301,10 +308,21 @@ def save_hf_model(
     if spm_model_file and not os.path.isfile(spm_model_file):
         raise FileNotFoundError(f"SentencePiece model not found: {spm_model_file}")
     directory = os.fspath(directory)
-    tokenizer = None
-    if spm_model_file:
-        max_length = model.config.max_position_embeddings
-        tokenizer = (spm_model_file, tokenizer_config_values(do_lower_case, max_length))
+    tokenizer = {}  # file name: its source path, or the JSON value written
+    if tokenizer_folder:
+        for name in (SPM_FILE, *TOKENIZER_FILES):
+            if os.path.isfile(os.path.join(tokenizer_folder, name)):
+                tokenizer[name] = os.path.join(tokenizer_folder, name)
+        if not tokenizer:
+            raise FileNotFoundError(f"{tokenizer_folder}: no tokenizer files to keep")
+    elif spm_model_file:
+        tokenizer = {
+            SPM_FILE: spm_model_file,
+            TOKENIZER_JSON_FILE: tokenizer_json(AlbertTokenizer(spm_model_file, do_lower_case)),
+            TOKENIZER_CONFIG_FILE: tokenizer_config_values(
+                do_lower_case, model.config.max_position_embeddings
+            ),
+        }
     if os.path.isdir(directory) and os.listdir(directory):
         _write_files(directory, values, tensors, tokenizer)
         if os.path.exists(os.path.join(directory, INDEX_FILE)):
@@ -317,11 +335,12 @@ def save_hf_model(
     return directory
 
 
-def _write_files(directory: str, values: dict, tensors: dict, tokenizer: tuple | None):
+def _write_files(directory: str, values: dict, tensors: dict, tokenizer: dict):
     write_safetensors(os.path.join(directory, WEIGHTS_FILE), tensors)
     write_json(os.path.join(directory, CONFIG_FILE), values)
-    if tokenizer:
-        spm_model_file, tokenizer_config = tokenizer
-        with atomic_path(os.path.join(directory, SPM_FILE)) as staging:
-            shutil.copyfile(spm_model_file, staging)
-        write_json(os.path.join(directory, TOKENIZER_CONFIG_FILE), tokenizer_config)
+    for name, content in tokenizer.items():
+        if isinstance(content, dict):
+            write_json(os.path.join(directory, name), content)
+        elif os.path.abspath(content) != os.path.abspath(os.path.join(directory, name)):
+            with atomic_path(os.path.join(directory, name)) as staging:
+                shutil.copyfile(content, staging)

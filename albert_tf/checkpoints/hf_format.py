@@ -31,6 +31,12 @@ INDEX_FILE = "model.safetensors.index.json"
 PYTORCH_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json")
 SPM_FILE = "spiece.model"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+TOKENIZER_JSON_FILE = "tokenizer.json"
+# What transformers reads as a folder's tokenizer besides spiece.model.
+TOKENIZER_FILES = (TOKENIZER_JSON_FILE, TOKENIZER_CONFIG_FILE, "special_tokens_map.json")
+# The class transformers (4.x and 5.x) loads our `tokenizer.json` with as written; its
+# `AlbertTokenizer` would put its own normaliser in place of ours.
+TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 # What `save_pretrained` writes as the safetensors metadata.
 METADATA = {"format": "pt"}
 # Stored dtypes read (as float32); anything else is refused.
@@ -266,12 +272,12 @@ def is_hf_folder(path: str | os.PathLike) -> bool:
 
 
 def tokenizer_config_values(do_lower_case: bool, model_max_length: int) -> dict:
-    """`tokenizer_config.json` for transformers' `AlbertTokenizer` over the folder's
-    `spiece.model`, configured as our tokenizer (`albert_tf.text.tokenization`) is: whitespace
-    collapsed, accents stripped (NFKD, combining marks dropped), lowercased per
+    """`tokenizer_config.json` for the folder's `tokenizer.json` (`hf_tokenizer`), stating
+    what our tokenizer (`albert_tf.text.tokenization`) does in `AlbertTokenizer`'s terms too:
+    whitespace collapsed, accents stripped (NFKD, combining marks dropped), lowercased per
     `do_lower_case`; ALBERT's special pieces, and the input names our models take."""
     return {
-        "tokenizer_class": "AlbertTokenizer",
+        "tokenizer_class": TOKENIZER_CLASS,
         "do_lower_case": bool(do_lower_case),
         "remove_space": True,
         "keep_accents": False,
@@ -284,7 +290,57 @@ def tokenizer_config_values(do_lower_case: bool, model_max_length: int) -> dict:
         "mask_token": "[MASK]",
         "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
         "model_max_length": int(model_max_length),
+        # "[MASK]" in a text is text, as for the original's SentencePiece.
+        "split_special_tokens": True,
     }
+
+
+def tokenizer_difference(directory: str | os.PathLike) -> str | None:
+    """How transformers would tokenize a folder's text other than ALBERT does (None: as ALBERT
+    does, or no tokenizer there): its `tokenizer.json` is read, else it builds one from
+    `spiece.model` with its own normaliser."""
+    directory = os.fspath(directory)
+    path = os.path.join(directory, TOKENIZER_JSON_FILE)
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                normalizer = json.load(f).get("normalizer") or {}
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as e:
+            raise HfFormatError(f"{path}: not a tokenizer.json ({e})") from None
+        if normalizer.get("type") == "Precompiled":  # ours: preprocess_text in the map
+            return None
+        replaces_quotes = "``" in json.dumps(normalizer)
+        return f"its {TOKENIZER_JSON_FILE} normalises text its own way" + (
+            " (`` and '' become \")" if replaces_quotes else ""
+        )
+    if os.path.isfile(os.path.join(directory, SPM_FILE)):
+        return (
+            f"it has no {TOKENIZER_JSON_FILE}: transformers builds one from {SPM_FILE} that "
+            "drops a lone \u2581 before punctuation and makes `` and '' into \""
+        )
+    return None
+
+
+_WARNED_FOLDERS: set[str] = set()
+
+
+def warn_if_tokenizer_differs(directory: str | os.PathLike | None) -> None:
+    """One warning line (once per folder) when transformers would tokenize `directory`'s text
+    other than ALBERT does, naming the choice: albert-tf always tokenizes as the original;
+    `convert_checkpoint --output_hf` writes a tokenizer that does too, or with
+    `--hf_tokenizer=folder` keeps the folder's own."""
+    if not directory or os.fspath(directory) in _WARNED_FOLDERS:
+        return
+    difference = tokenizer_difference(directory)
+    _WARNED_FOLDERS.add(os.fspath(directory))
+    if difference:
+        logging.warning(
+            "%s: transformers tokenizes this folder unlike ALBERT: %s. albert-tf tokenizes as "
+            "the original does; convert_checkpoint --output_hf writes a tokenizer.json that "
+            "does the same, or keeps this folder's own with --hf_tokenizer=folder",
+            directory,
+            difference,
+        )
 
 
 def resolve_spm_model_file(spm_model_file: str | None, hf_directory: str | None) -> str | None:

@@ -91,8 +91,10 @@ class FinetuneSettings:
             from albert_tf.checkpoints.hf_format import (
                 resolve_do_lower_case,
                 resolve_spm_model_file,
+                warn_if_tokenizer_differs,
             )
 
+            warn_if_tokenizer_differs(self.hf_model)
             self.spm_model_file = resolve_spm_model_file(self.spm_model_file, self.hf_model)
             self.do_lower_case = resolve_do_lower_case(self.do_lower_case, self.hf_model)
         if not self.spm_model_file:

@@ -61,24 +61,37 @@ def ascii_lower(text: str) -> str:
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
 
-def _albert_preprocess_chars(text: str) -> str:
-    """`preprocess_text(text)` code point by code point, a whitespace character becoming one
-    space (SentencePiece collapses runs of spaces and strips them itself)."""
-    return "".join(" " if c.isspace() else preprocess_text(c) for c in text)
+def _albert_preprocess_chars(text: str, lower: bool) -> str:
+    """`preprocess_text(text, lower)` code point by code point, a whitespace character becoming
+    one space (SentencePiece collapses runs of spaces and strips them itself)."""
+    return "".join(" " if c.isspace() else preprocess_text(c, lower) for c in text)
 
 
-def _character_map(model_proto: bytes) -> list[tuple[str, str]]:
+def _character_map(model_proto: bytes, lower: bool) -> list[tuple[str, str]]:
     """(source, target) rules doing `preprocess_text` and then the model's own normaliser."""
     own = spm.SentencePieceNormalizer(model_proto=model_proto)  # the character map alone
     chars = [chr(cp) for cp in range(1, 0x110000) if not 0xD800 <= cp <= 0xDFFF]
-    targets = own.Normalize([_albert_preprocess_chars(c) for c in chars])
+    targets = own.Normalize([_albert_preprocess_chars(c, lower) for c in chars])
     rules = {c: t for c, t in zip(chars, targets) if t != c}
     sequences = [source for source, _ in own.Decompile() if len(source) > 1]
-    composed = own.Normalize([_albert_preprocess_chars(s) for s in sequences])
+    composed = own.Normalize([_albert_preprocess_chars(s, lower) for s in sequences])
     for source, target in zip(sequences, composed):
         if target != "".join(rules.get(c, c) for c in source):
             rules[source] = target
     return sorted(rules.items())
+
+
+@functools.lru_cache(maxsize=8)
+def albert_charsmap(model_proto: bytes, lower: bool = True) -> bytes:
+    """SentencePiece's compiled character map (`precompiled_charsmap`) doing `preprocess_text`
+    (lowercasing per `lower`) and then the model's own normaliser, code point by code point."""
+    compiled = model_pb2.NormalizerSpec()
+    compiled.ParseFromString(
+        spm.SentencePieceNormalizer(
+            norm_map=_character_map(model_proto, lower)
+        ).serialized_normalizer_spec()
+    )
+    return compiled.precompiled_charsmap
 
 
 @functools.lru_cache(maxsize=4)
@@ -90,15 +103,9 @@ def client_sentencepiece_model(model_proto: bytes) -> bytes:
     """
     model = model_pb2.ModelProto()
     model.ParseFromString(model_proto)
-    compiled = model_pb2.NormalizerSpec()
-    compiled.ParseFromString(
-        spm.SentencePieceNormalizer(
-            norm_map=_character_map(model_proto)
-        ).serialized_normalizer_spec()
-    )
     spec = model.normalizer_spec
     spec.name = CLIENT_NORMALIZER_NAME
-    spec.precompiled_charsmap = compiled.precompiled_charsmap
+    spec.precompiled_charsmap = albert_charsmap(model_proto, lower=True)  # the clients lowercase
     spec.ClearField("normalization_rule_tsv")
     for piece_id in AlbertTokenizer.from_proto(model_proto).digit_comma_rewrites():
         model.pieces[piece_id].type = model_pb2.ModelProto.SentencePiece.UNUSED
