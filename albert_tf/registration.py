@@ -4,7 +4,7 @@
 registered it (Keras imports modules by itself only from its own packages), so a user's
 `import albert_tf` alone would not let Keras read the library's files. Importing the model modules
 up front would load TensorFlow into every process that imports `albert_tf` (data-prep workers
-among them), so `register_when_keras_loads` waits: it imports `albert_tf.modeling` right after the
+among them), so `register_when_keras_loads` waits: it imports the model modules right after the
 later of `keras` and `tensorflow` finishes loading (each imports the other on its way, so neither
 alone is a moment when both are whole), or at once when both already are.
 """
@@ -18,6 +18,8 @@ import sys
 import warnings
 
 _WATCHED = ("keras", "tensorflow")
+# Where the library's saved Keras classes are defined: the models, and the text-in QA model.
+_MODEL_MODULES = ("albert_tf.modeling", "albert_tf.export.qa_keras")
 
 
 def _loaded(name: str) -> bool:
@@ -32,11 +34,12 @@ def _register(executed: str | None = None) -> None:
     if not all(name == executed or _loaded(name) for name in _WATCHED):
         return
     try:
-        importlib.import_module("albert_tf.modeling")
+        for module in _MODEL_MODULES:
+            importlib.import_module(module)
     except Exception as error:  # never make `import keras` fail for the sake of this
         warnings.warn(
             f"albert_tf could not register its Keras classes ({type(error).__name__}: {error}); "
-            "import albert_tf.modeling before loading its .keras files",
+            "import albert_tf.modeling and albert_tf.export.qa_keras before loading its .keras files",
             stacklevel=2,
         )
 

@@ -46,6 +46,8 @@ class FinetuneCli:
       recipe_case_sensitive: whether `--recipe` names are matched case-sensitively.
       phase_inputs: {input flag: the phase flag without which nothing reads it}: such an input
         given while its phase is off is refused, rather than left unused unseen.
+      run_options: keyword arguments of the task's `run` besides the config and phases (SQuAD's
+        `write_text_model`).
 
     Example:
       FinetuneCli(RaceConfig, "albert_tf.tasks.race.finetune", RECIPES,
@@ -64,6 +66,7 @@ class FinetuneCli:
     recipe_help: str = "Apply the original release's recipe; flags given explicitly win."
     recipe_case_sensitive: bool = True
     phase_inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    run_options: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
 
 def define_flags(cli: FinetuneCli) -> None:
@@ -155,6 +158,7 @@ def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
             config,
             *(FLAGS[phase].value for phase in cli.phases),
             strategy=_distribution_flags.strategy_from_flags(),
+            **cli.run_options,
         )
         if "eval" in summary:
             for which in ("final", "best"):

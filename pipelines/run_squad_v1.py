@@ -32,6 +32,26 @@ from albert_tf.tasks.squad.config import RECIPES, V2_ONLY, SquadConfig
 from pipelines._finetune_cli import FinetuneCli, main
 
 
+def write_text_model(export_dir: str, model, settings: SquadConfig) -> str:
+    """The bundle's `squad_text.keras`: `model` taking a question and a context as strings."""
+    from albert_tf.export.qa_keras import write_text_question_answerer
+
+    return write_text_question_answerer(
+        export_dir,
+        model,
+        settings.spm_model_file,
+        settings.max_seq_length,
+        settings.do_lower_case,
+        f"squad_{settings.version}",
+        {
+            "doc_stride": settings.doc_stride,
+            "max_query_length": settings.max_query_length,
+            "n_best_size": settings.n_best_size,
+            "max_answer_length": settings.max_answer_length,
+        },
+    )
+
+
 def squad_cli(version: str) -> FinetuneCli:
     """The CLI of the original `run_squad_{version}.py` ("v1" or "v2")."""
 
@@ -62,6 +82,7 @@ def squad_cli(version: str) -> FinetuneCli:
             "predict_feature_file": "do_predict",
             "predict_feature_left_file": "do_predict",
         },
+        run_options={"write_text_model": write_text_model},
     )
 
 

@@ -222,7 +222,9 @@ def test_a_glue_bundle_holds_the_text_model(tmp_path, tokenizer, task_name):
 def test_keras_text_is_refused_before_any_work_for_other_heads_or_without_a_tokenizer(tmp_path):
     # The tokenizer's vocabulary, so that only the format is wrong.
     pretrainer = serving_head("pretrainer", AlbertPretrainer(AlbertConfig(**CLASSIFIER_TINY)))
-    with pytest.raises(ValueError, match="written for --head in \\('classifier',\\)"):
+    with pytest.raises(
+        ValueError, match="written for --head in \\('classifier', 'squad_v1', 'squad_v2'\\)"
+    ):
         export_model(
             pretrainer,
             ExportConfig(

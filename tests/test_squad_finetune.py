@@ -236,6 +236,11 @@ def test_cli_export_is_the_best_checkpoint_as_a_keras_model(trained_v1):
     ids = np.ones((1, 16), np.int32)
     outputs = model({"input_ids": ids, "input_mask": ids, "segment_ids": 0 * ids})
     assert outputs["start_logits"].shape == (1, 16)
+    # Beside it, the same model taking strings, with the job's windows and n-best settings.
+    text = keras.saving.load_model(out / "export" / "squad_text.keras", safe_mode=True)
+    assert text.head_kind == "squad_v1" and text.settings.doc_stride == 32
+    answers = text.predict({"question": ["Who did it?"], "context": ["Rollo did it."]}, verbose=0)
+    assert answers["answer"].shape == (1,) and isinstance(answers["answer"][0], str)
 
 
 def config_v2(tmp_path, **overrides):

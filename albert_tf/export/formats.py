@@ -259,14 +259,14 @@ SAVED_MODEL = FormatSpec(
 )
 KERAS_TEXT = FormatSpec(
     name="keras_text",
-    summary="a .keras classifier taking raw strings (tokenization in the graph, the SentencePiece "
-    "model inside; probabilities and label names out) for keras.saving.load_model; "
-    "--head=classifier with --spm_model_file",
+    summary="a .keras model taking raw strings (tokenization in the graph, the SentencePiece "
+    "model inside) for keras.saving.load_model: a classifier (probabilities and label names "
+    "out) or a SQuAD model (question and context in, answers out); with --spm_model_file",
     build=build_keras_text,
     artifacts={"keras_text": Destination("{name}_keras", "{name}_text.keras")},
     parity=RelativeDiffLimit("saved_model_relative_diff"),
     text_artifacts=("keras_text",),
-    heads=("classifier",),
+    heads=("classifier", "squad_v1", "squad_v2"),
 )
 TFLITE_FP32 = tflite_format(
     "fp32", "TFLite, fp32: the reference", RelativeDiffLimit("fp32_relative_diff"), TfliteRecipe()

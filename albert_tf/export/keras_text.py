@@ -1,4 +1,5 @@
-"""The `keras_text` export format: a classifier as a `.keras` file that takes raw strings.
+"""The `keras_text` export format: a classifier or a SQuAD model as a `.keras` file that takes
+raw strings.
 
 The file is an `AlbertTextClassifier` (`albert_tf.modeling.heads.text_classifier`): the head's
 classifier behind the in-graph tokenizer the text SavedModels use, with the SentencePiece model
@@ -7,11 +8,15 @@ beside `--keras_model`, or a transformers folder's `id2label`; else "0", "1", ..
 published it is reloaded as a user would (`keras.saving.load_model`, safe mode) and checked on
 the export's texts, single and pairs: its ids must equal `AlbertTokenizer`'s exactly, its
 probabilities the Keras model's on those ids (the format's `RelativeDiffLimit`), its labels the
-names of their argmax.
+names of their argmax. A SQuAD head's file is an `AlbertTextQuestionAnswerer`
+(`albert_tf.export.qa_keras`, the text-in QA SavedModel's graph, with the export's `QaSettings`),
+checked as that SavedModel is: the same answers and n-best lists as the Python path on the probe
+questions and the settings' verification file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import keras
@@ -88,13 +93,68 @@ def verify(path: str, head, tokenizer, max_seq_length: int, texts, thresholds, l
     return {"figures": figures, "failures": failures, "label_names": model.label_names}
 
 
+def verify_question_answerer(path: str, head, tokenizer, max_seq_length: int, settings) -> dict:
+    """Reload the `.keras` QA model at `path` and compare its answers with the Python path's
+    (`qa_verify`), as the text-in SavedModel's are compared."""
+    from albert_tf.export import qa_verify
+    from albert_tf.tasks.squad.examples import SquadExample, read_squad_examples
+
+    model = keras.saving.load_model(path, compile=False, safe_mode=True)
+    examples = [
+        SquadExample(f"probe-{i}", question, context)
+        for i, (question, context) in enumerate(qa_verify.PROBE_QUESTIONS)
+    ]
+    if settings.verification_file:
+        examples += read_squad_examples(settings.verification_file, is_training=False)
+    expected = qa_verify.python_path_answers(head, tokenizer, examples, max_seq_length, settings)
+    got = model.predict(
+        {
+            "question": [e.question_text for e in examples],
+            "context": [e.paragraph_text for e in examples],
+        },
+        verbose=0,
+    )
+    # answer_differences reads the SavedModel's bytes.
+    got = {k: np.vectorize(str.encode)(v) if v.dtype == object else v for k, v in got.items()}
+    threshold = settings.null_score_diff_threshold if head.kind == "squad_v2" else None
+    failures = qa_verify.answer_differences(expected, got, [e.qas_id for e in examples], threshold)
+    return {"figures": {"num_questions": len(examples)}, "failures": failures}
+
+
+def _build_question_answerer(job) -> dict[str, str]:
+    from albert_tf.export.qa_keras import AlbertTextQuestionAnswerer
+    from albert_tf.export.qa_text import QaSettings
+    from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
+
+    head, config = job.head, job.config
+    settings = config.qa or QaSettings(max_context_bytes=config.max_text_bytes)
+    logging.info("Building the text .keras question answerer")
+    preprocessing = AlbertPreprocessingLayer(
+        job.tokenizer.model_proto,
+        max_seq_length=config.max_seq_length,
+        do_lower_case=config.do_lower_case,
+    )
+    model = AlbertTextQuestionAnswerer(
+        head.model, preprocessing, head.kind, dataclasses.asdict(settings)
+    )
+    path = os.path.join(job.staging, f"{ARTIFACT}.keras")
+    model.save(path)
+    job.artifacts[ARTIFACT] = verify_question_answerer(
+        path, head, job.tokenizer, config.max_seq_length, settings
+    )
+    return {ARTIFACT: path}
+
+
 def build(job, spec) -> dict[str, str]:
     """The `keras_text` format (a `formats.FormatSpec`) of a `formats.ExportJob`: the text
-    classifier built under `job.staging`, verified and recorded in `job.artifacts`."""
+    classifier (or SQuAD question answerer) built under `job.staging`, verified and recorded in
+    `job.artifacts`."""
     head, config = job.head, job.config
     refusal = spec.refusal(head.kind, job.tokenizer is not None)
     if refusal:
         raise ValueError(refusal)
+    if head.kind in ("squad_v1", "squad_v2"):
+        return _build_question_answerer(job)
     logging.info("Building the text .keras classifier")
     model = AlbertTextClassifier.from_spm_model(
         head.model,

@@ -18,6 +18,7 @@ written beside).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 import os
 import random
 
@@ -65,15 +66,24 @@ class SquadFinetuneTask(TaskBase):
     Args:
       settings: the job's `SquadConfig` (with `train_step` set to train: `with_schedule`).
       tokenizer: the SentencePiece tokenizer; built from `settings` when not given.
+      write_text_model: `(export_dir, model, settings)` writing the bundle's text-in model
+        (the export stage's `qa_keras.write_text_question_answerer`, which this layer cannot
+        import); None: the bundle has the ids-in model only.
 
     Example:
       task = SquadFinetuneTask(SquadConfig("v2", "out/squad2", "30k-clean.model", ...))
       loop.run(task, do_train=True, do_eval=True, do_predict=True)
     """
 
-    def __init__(self, settings: SquadConfig, tokenizer: AlbertTokenizer | None = None):
+    def __init__(
+        self,
+        settings: SquadConfig,
+        tokenizer: AlbertTokenizer | None = None,
+        write_text_model: Callable | None = None,
+    ):
         super().__init__(settings, tokenizer)
         self.name = settings.name
+        self.write_text_model = write_text_model
         self._train_examples: list[SquadExample] | None = None
         self._predict_inputs: SquadPredictInputs | None = None
 
@@ -216,8 +226,10 @@ class SquadFinetuneTask(TaskBase):
 
     def export(self, model: keras.Model, checkpoint: str, albert_config: AlbertConfig) -> str:
         """Saves `squad_<version>.keras` (+ config, SentencePiece model, `squad_info.json`) to
-        `export_dir`."""
+        `export_dir`, and with `write_text_model` the same model taking strings."""
         c = self.settings
+        if self.write_text_model is not None:  # before the manifest, which marks a whole bundle
+            self.write_text_model(c.export_dir, model, c)
         names = ("input_ids", "input_mask", "segment_ids") + (
             ("p_mask",) if c.version == "v2" else ()
         )
@@ -249,14 +261,15 @@ def run(
     do_train: bool,
     do_predict: bool,
     strategy: tf.distribute.Strategy | None = None,
+    write_text_model: Callable | None = None,
 ) -> dict:
     """The original scripts' main(): train (scoring every checkpoint on the predict file when it
     has answers), then predict with the best checkpoint; without `do_train`, an
     `init_checkpoint` (or `hf_model`) is itself scored and predicted (else the checkpoints of
-    `output_dir`)."""
+    `output_dir`). `write_text_model`: as `SquadFinetuneTask`'s."""
     if not (do_train or do_predict or config.export_dir):
         raise ValueError("At least one of `do_train` or `do_predict` or `export_dir` must be True.")
-    task = SquadFinetuneTask(config)
+    task = SquadFinetuneTask(config, write_text_model=write_text_model)
     # The predict file's windows are cached in output_dir before the loop claims it: held from
     # here on, so that a second job stops before any work.
     chief = strategy is None or is_chief(strategy)
