@@ -6,7 +6,8 @@ and GLUE dev, with the training SentencePiece model and with the client-compatib
 The clients' path (`ClientTokenizer`): ASCII lowercase, then SentencePiece, each piece's id;
 `BertQuestionAnswerer` encodes a context word by word (split on spaces). Ours: `AlbertTokenizer`
 (`preprocess_text`, SentencePiece, the digit-comma rule). Prints, per corpus, how many texts get
-other ids than ours through each model, and the first differences.
+other ids than ours through each model, and the first differences; then the numbers 1,000 to
+999,999 written with commas that the client-compatible model splits otherwise, as ranges.
 """
 
 import argparse
@@ -24,6 +25,7 @@ sys.path.insert(0, str(REPO))  # run from a checkout
 from albert_tf.text.client_sentencepiece import (  # noqa: E402
     ClientTokenizer,
     client_sentencepiece_model,
+    comma_number_mismatches,
     tokenization_mismatches,
 )
 from albert_tf.text.tokenization import AlbertTokenizer  # noqa: E402
@@ -82,6 +84,21 @@ def main() -> None:
                 for line in lines[:3]:
                     print(f"    {line}")
         print(f"{name}: {len(set(texts))} texts; " + "; ".join(counts))
+    numbers = comma_number_mismatches(tokenizer, client)
+    print(f"numbers 1,000 to 999,999 with commas: {len(numbers)} of 999,000 differ:")
+    print(", ".join(number_ranges(numbers)))
+
+
+def number_ranges(numbers: list[str]) -> list[str]:
+    """Comma-written numbers in order, consecutive runs as "a–b"."""
+    values = [int(n.replace(",", "")) for n in numbers]
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and value == runs[-1][1] + 1:
+            runs[-1][1] = value
+        else:
+            runs.append([value, value])
+    return [f"{a:,}" if a == b else f"{a:,}–{b:,}" for a, b in runs]
 
 
 if __name__ == "__main__":

@@ -151,6 +151,8 @@ def test_export_writes_the_clients_metadata(exported, tokenizer):
         "TFLite Task Library BertNLClassifier",
     ]
     assert report["app_metadata"]["mismatches"] == [] and report["app_metadata"]["checked_texts"]
+    # The exact set of comma-written numbers the clients split otherwise, for this vocabulary.
+    assert len(report["app_metadata"]["comma_numbers_differing"]) == 393
     for variant in ("tflite_fp32", "tflite_int8_dynamic"):
         entry = report["artifacts"][variant]
         model = pathlib.Path(entry["path"]).read_bytes()

@@ -159,3 +159,20 @@ def tokenization_mismatches(
             f"clients' {tokenizer.convert_ids_to_tokens(theirs[window])} (piece {at})"
         )
     return lines
+
+
+def comma_number_mismatches(tokenizer: AlbertTokenizer, client: ClientTokenizer) -> list[str]:
+    """The numbers 1,000 to 999,999 written with commas ("11,045") that the clients tokenize
+    otherwise than `tokenizer`: the digit-comma rule re-encodes a piece the SentencePiece pass
+    chose with all pieces, which one pass without the "<digit>," pieces cannot always reproduce
+    (a tie, or another split of the digits). Lowercasing and `preprocess_text` leave these texts
+    as they are, so SentencePiece's own pass is compared first and only the numbers where it
+    differs from the clients' go through the rule."""
+    numbers = [f"{n:,}" for n in range(1000, 1_000_000)]
+    first_pass = tokenizer.sp_model.encode(numbers)
+    theirs = client.processor.encode(numbers)
+    return [
+        text
+        for text, ours, got in zip(numbers, first_pass, theirs)
+        if ours != got and tokenizer.encode(text) != got
+    ]
