@@ -4,9 +4,10 @@
 registered it (Keras imports modules by itself only from its own packages), so a user's
 `import albert_tf` alone would not let Keras read the library's files. Importing the model modules
 up front would load TensorFlow into every process that imports `albert_tf` (data-prep workers
-among them), so `register_when_keras_loads` waits: it imports the model modules right after the
+among them), so `register_when_keras_loads` waits: it imports `albert_tf.modeling` right after the
 later of `keras` and `tensorflow` finishes loading (each imports the other on its way, so neither
-alone is a moment when both are whole), or at once when both already are.
+alone is a moment when both are whole), or at once when both already are. The export stage's
+classes get stand-ins that import their module when a file needs them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ import sys
 import warnings
 
 _WATCHED = ("keras", "tensorflow")
-# Where the library's saved Keras classes are defined: the models, and the text-in QA model.
-_MODEL_MODULES = ("albert_tf.modeling", "albert_tf.export.qa_keras")
+# The export stage's Keras classes, by registered name: registered as stand-ins that import
+# their module when a file needs them (importing the export stage here, while a module below it
+# may still be loading, would import that module half-made).
+_EXPORT_CLASSES = {"albert_tf>AlbertTextQuestionAnswerer": "albert_tf.export.qa_keras"}
 
 
 def _loaded(name: str) -> bool:
@@ -34,14 +37,31 @@ def _register(executed: str | None = None) -> None:
     if not all(name == executed or _loaded(name) for name in _WATCHED):
         return
     try:
-        for module in _MODEL_MODULES:
-            importlib.import_module(module)
+        importlib.import_module("albert_tf.modeling")
+        import keras
+
+        registered = keras.saving.get_custom_objects()
+        for name, module in _EXPORT_CLASSES.items():
+            registered.setdefault(name, _stand_in(name, module))
     except Exception as error:  # never make `import keras` fail for the sake of this
         warnings.warn(
             f"albert_tf could not register its Keras classes ({type(error).__name__}: {error}); "
-            "import albert_tf.modeling and albert_tf.export.qa_keras before loading its .keras files",
+            "import albert_tf.modeling before loading its .keras files",
             stacklevel=2,
         )
+
+
+def _stand_in(name: str, module: str) -> type:
+    """A class Keras deserializes `name` ("package>Class") with: it imports `module`, whose own
+    class then replaces it in the registry, and builds that class from the config."""
+
+    class StandIn:
+        @classmethod
+        def from_config(cls, config):
+            real = getattr(importlib.import_module(module), name.split(">")[-1])
+            return real.from_config(config)
+
+    return StandIn
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

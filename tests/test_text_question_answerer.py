@@ -123,3 +123,17 @@ def test_export_writes_it_and_the_file_alone_answers_in_a_fresh_process(tmp_path
     here = keras.saving.load_model(record["path"]).predict((QUESTIONS, CONTEXTS), verbose=0)
     assert result["answer"] == list(here["answer"])
     np.testing.assert_allclose(result["score"], here["score"], rtol=1e-5)
+
+
+def test_registration_survives_tensorflow_loading_inside_a_library_import(tmp_path):
+    """A module below the export stage that loads TensorFlow as it is imported (the checkpoints
+    stage) must not make the registration import the export stage half-made: no warning."""
+    run = subprocess.run(
+        [sys.executable, "-W", "error", "-c", "import albert_tf.checkpoints.hf_tokenizer"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT)},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "could not register" not in run.stderr
