@@ -12,9 +12,7 @@ The clients live in `.venv-clients/<client>/` (`bash .ci/run` creates them from
 
 import gzip
 import json
-import os
 import pathlib
-import subprocess
 
 import keras
 import numpy as np
@@ -35,6 +33,7 @@ from albert_tf.text.client_sentencepiece import (
     client_sentencepiece_model,
 )
 from albert_tf.text.tokenization import AlbertTokenizer
+from tests.client_venvs import run_in_client
 from tests.conftest import FIXTURES, REPO_ROOT
 from tests.model_configs import CLASSIFIER_TINY
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
@@ -61,24 +60,9 @@ TEXTS = [
 def run_client(venv: str, client: str, model, **request) -> object:
     """The client's results (`tests/app_clients/run_client.py`); a missing or broken client fails
     the test with one line."""
-    python = os.environ.get(VENVS[venv]) or str(REPO_ROOT / ".venv-clients" / venv / "bin/python")
-    if not os.path.isfile(python):
-        pytest.fail(
-            f"{venv} client not installed: no {python} (bash .ci/run creates it from "
-            f"requirements-client-{venv}.txt; or set {VENVS[venv]})",
-            pytrace=False,
-        )
-    done = subprocess.run(
-        [python, str(RUNNER)],
-        input=json.dumps({"client": client, "model": str(model), **request}),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        pytest.fail(f"{client} ({venv}) could not run: {last}", pytrace=False)
-    return json.loads(done.stdout)["results"]
+    request = {"client": client, "model": str(model), **request}
+    answer = run_in_client(venv, VENVS[venv], RUNNER, request, f"{client} ({venv})")
+    return answer["results"]
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ client fails the test in one line.
 
 import csv
 import json
-import os
-import subprocess
 
 import keras
 import numpy as np
@@ -21,6 +19,7 @@ from albert_tf.checkpoints.hf import save_hf_model
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.text.client_sentencepiece import CLIENT_PROBE_TEXTS
 from albert_tf.text.tokenization import AlbertTokenizer
+from tests.client_venvs import run_in_client
 from tests.conftest import FIXTURES, REPO_ROOT
 from tests.model_configs import CLASSIFIER_TINY
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
@@ -52,25 +51,9 @@ def texts() -> list:
 
 
 def run_transformers(request: dict) -> dict:
-    variable = "ALBERT_TRANSFORMERS_PYTHON"
-    python = os.environ.get(variable) or str(REPO_ROOT / ".venv-clients/transformers/bin/python")
-    if not os.path.isfile(python):
-        pytest.fail(
-            f"transformers client not installed: no {python} (bash .ci/run creates it from "
-            f"requirements-client-transformers.txt; or set {variable})",
-            pytrace=False,
-        )
-    done = subprocess.run(
-        [python, str(RUNNER)],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=600,
+    return run_in_client(
+        "transformers", "ALBERT_TRANSFORMERS_PYTHON", RUNNER, request, "transformers"
     )
-    if done.returncode:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        pytest.fail(f"transformers could not run: {last}", pytrace=False)
-    return json.loads(done.stdout)
 
 
 def our_probabilities(model, cases) -> np.ndarray:

@@ -24,19 +24,12 @@ import tensorflow as tf
 from albert_tf.export.loading import serving_head
 from albert_tf.export.qa_inputs import checked_requests
 from albert_tf.export.qa_text import QA_HEADS, QaSettings, QaTextModel
+from albert_tf.modeling.heads.text_classifier import string_batch
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
 QA_INPUTS = ("question", "context")
 DEFAULT_BATCH_SIZE = 32
 STRING_OUTPUTS = ("answer", "best_span", "nbest_text")
-
-
-def _texts(values, what: str) -> tf.Tensor:
-    if isinstance(values, (str, bytes)):
-        raise ValueError(f"{what}: expected a batch of texts (a list), got one text {values!r:.80}")
-    if not isinstance(values, tf.Tensor):
-        values = np.asarray(values, dtype=object)
-    return tf.convert_to_tensor(values, tf.string)
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -115,8 +108,8 @@ class AlbertTextQuestionAnswerer(keras.Model):
         if not isinstance(x, tf.data.Dataset):
             questions, contexts = self._questions_and_contexts(x)
             texts = {
-                "question": _texts(questions, "question"),
-                "context": _texts(contexts, "context"),
+                "question": string_batch(questions, "question"),
+                "context": string_batch(contexts, "context"),
             }
             if texts["question"].shape[0] != texts["context"].shape[0]:
                 raise ValueError("question and context must hold as many texts each")

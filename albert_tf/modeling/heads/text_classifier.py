@@ -37,7 +37,7 @@ def _num_outputs(classifier: keras.Model) -> int:
     return int(classifier(ids, training=False)["probabilities"].shape[-1])
 
 
-def _string_batch(texts, what: str) -> tf.Tensor:
+def string_batch(texts, what: str) -> tf.Tensor:
     """A string tensor [B] of a list, tuple, numpy array or tensor of texts."""
     if isinstance(texts, (str, bytes)):
         raise ValueError(f"{what}: expected a batch of texts (a list), got one text {texts!r:.80}")
@@ -165,12 +165,12 @@ class AlbertTextClassifier(keras.Model):
             if isinstance(x, tuple) and len(x) == 2:
                 x = dict(zip(PAIR_INPUTS, x))
             if isinstance(x, dict):
-                texts = {k: _string_batch(v, k) for k, v in x.items()}
+                texts = {k: string_batch(v, k) for k, v in x.items()}
                 sizes = {int(v.shape[0]) for v in texts.values()}
                 if len(sizes) != 1:
                     raise ValueError(f"{' and '.join(texts)} must hold as many texts each")
             else:
-                texts = _string_batch(x, "texts")
+                texts = string_batch(x, "texts")
             x = tf.data.Dataset.from_tensor_slices(texts).batch(batch_size or DEFAULT_BATCH_SIZE)
         outputs = super().predict(x, verbose=verbose, steps=steps, callbacks=callbacks)
         if "label" in outputs:
