@@ -104,6 +104,15 @@ def model_card(s: LiftSettings, r: dict, metrics: dict) -> str:
         f" | {v['baseline']:.1f} |"
         for t, v in metrics["dev_accuracy"].items()
     )
+    ends = s.phase_ends()
+    restarts = "".join(
+        f", then again from step {start}: warmup from there and decay to 0 at {end}"
+        for start, end in zip(ends, ends[1:])
+    )
+    share = round(
+        125_000 * 4096 * 512 / (s.num_train_steps * s.train_batch_size * s.max_seq_length), -2
+    )
+    share = int(share)
     return f"""# albert-small-en: a small English ALBERT pretrained with this repository
 
 A small ALBERT (E={m["embedding_size"]}, H={m["hidden_size"]}, L={m["num_hidden_layers"]} with
@@ -111,9 +120,10 @@ all parameters shared, {m["num_attention_heads"]} heads, FFN {m["intermediate_si
 {s.vocab_size}, {m["max_position_embeddings"]} positions), pretrained by
 `benchmarks/pretraining_lift.py` on two CPU cores: masked LM (n-gram whole-word masking, dynamic)
 and sentence-order prediction, {s.num_train_steps} LAMB steps of {s.train_batch_size} sequences of
-{s.max_seq_length} tokens (learning rate {s.learning_rate}, precision
-{r["pretraining_precision"]}). It is a demonstration-scale model: about 1/4,000 of ALBERT-base's
-pretraining tokens at a far smaller width, not a replacement for the released checkpoints.
+{s.max_seq_length} tokens (learning rate {s.learning_rate}, warmup {s.num_warmup_steps}, linear
+decay to 0{restarts}; precision {r["pretraining_precision"]}). It is a demonstration-scale model:
+about 1/{share:,} of ALBERT-base's pretraining tokens (125,000 steps of 4,096 sequences of 512) at
+a far smaller width, not a replacement for the released checkpoints.
 
 Files: `{MODEL_FILE}` (an `AlbertPretrainer`: backbone, MLM and SOP heads; no optimizer state),
 `{CONFIG_FILE}`, `{SPM_FILE}` (SentencePiece, lower-cased text), `{SAMPLE_FILE}` (the first

@@ -150,7 +150,9 @@ def markdown(r: dict) -> str:
         f"Machine: {r['machine']}. Model E={s['model']['embedding_size']}, "
         f"H={s['model']['hidden_size']}, L={s['model']['num_hidden_layers']} (all shared), "
         f"vocab {s['vocab_size']}, seq {s['max_seq_length']}; {s['num_train_steps']} steps of "
-        f"{s['train_batch_size']}, LAMB {s['learning_rate']}, dynamic masking, SOP; precision "
+        f"{s['train_batch_size']}, LAMB {s['learning_rate']}"
+        + "".join(f" (schedule restarted at step {step})" for step in s.get("restart_steps", ()))
+        + ", dynamic masking, SOP; precision "
         f"{r['pretraining_precision']}. Training text {r['data']['train_chars'] / 1e6:.1f} M "
         "characters.",
         "",
