@@ -43,6 +43,42 @@ def test_curve_steps_must_be_checkpoints(tmp_path):
         LiftSettings(work_dir=str(tmp_path), curve_steps=(1000, 3000))
 
 
+def test_the_schedule_restarts_where_asked(tmp_path):
+    s = LiftSettings(work_dir=str(tmp_path))
+    assert s.phase_ends() == (16000, 40000)
+    assert LiftSettings.tiny(str(tmp_path), str(tmp_path)).phase_ends() == (4, 8)
+    assert LiftSettings(work_dir=str(tmp_path), restart_steps=()).phase_ends() == (40000,)
+    with pytest.raises(ValueError, match="restart steps"):
+        LiftSettings(work_dir=str(tmp_path), restart_steps=(3000,))
+    # The first phase keeps the stage name a 16k run recorded; later phases name their end.
+    assert [study._phase_stage(s, end) for end in s.phase_ends()] == [
+        "pretraining",
+        "pretraining/40000",
+    ]
+
+
+def test_the_grid_passes_over_a_rate_that_leaves_a_seed_at_the_majority_class(tmp_path):
+    s = LiftSettings(work_dir=str(tmp_path))
+
+    def run(lr, seed, accuracy):
+        return {
+            "stage": "grid",
+            "task": "sst-2",
+            "step": s.num_train_steps,
+            "learning_rate": lr,
+            "seed": seed,
+            "metrics": {"eval_accuracy": accuracy},
+            "baseline": {"eval_accuracy": 0.54},
+        }
+
+    runs = [run(1e-3, 1, 0.80), run(1e-3, 2, 0.54), run(3e-4, 1, 0.70), run(3e-4, 2, 0.71)]
+    finetunes = {str(i): r for i, r in enumerate(runs)}
+    assert study.best_rate(s, finetunes, "sst-2", pretrained=True) == 3e-4
+    # Where every rate has such a seed, the best mean wins.
+    finetunes["2"]["metrics"]["eval_accuracy"] = 0.54
+    assert study.best_rate(s, finetunes, "sst-2", pretrained=True) == 1e-3
+
+
 def test_glue_folders_sample_train_sets_split_dev_only_tasks_and_never_mix(tmp_path):
     s = LiftSettings(
         work_dir=str(tmp_path),
