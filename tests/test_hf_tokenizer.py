@@ -4,8 +4,6 @@ folder's own files. transformers itself reads the written files in test_transfor
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 from absl import logging as absl_logging
@@ -16,7 +14,8 @@ from albert_tf.checkpoints.hf import load_hf_model, save_hf_model
 from albert_tf.checkpoints.hf_format import HfFormatError, tokenizer_difference
 from albert_tf.checkpoints.hf_tokenizer import UNREACHABLE_SCORE, tokenizer_json
 from albert_tf.text.tokenization import AlbertTokenizer
-from tests.conftest import FIXTURES, REPO_ROOT
+from tests.conftest import FIXTURES
+from tests.test_convert_checkpoint_cli import run_cli as run_convert
 
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
 HF = FIXTURES / "hf_transformers"
@@ -91,15 +90,6 @@ def test_the_warning_is_one_line_once_per_folder(tmp_path, monkeypatch):
     assert len(warnings) == 1 and "\n" not in warnings[0]
     assert "transformers tokenizes this folder unlike ALBERT" in warnings[0]
     assert "--hf_tokenizer=folder" in warnings[0]
-
-
-def run_convert(*args):
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "pipelines/convert_checkpoint.py"), *args],
-        capture_output=True,
-        text=True,
-        cwd="/",
-    )
 
 
 def test_convert_keeps_the_folders_tokenizer_or_writes_ours(tmp_path):
