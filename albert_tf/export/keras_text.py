@@ -97,15 +97,9 @@ def verify_question_answerer(path: str, head, tokenizer, max_seq_length: int, se
     """Reload the `.keras` QA model at `path` and compare its answers with the Python path's
     (`qa_verify`), as the text-in SavedModel's are compared."""
     from albert_tf.export import qa_verify
-    from albert_tf.tasks.squad.examples import SquadExample, read_squad_examples
 
     model = keras.saving.load_model(path, compile=False, safe_mode=True)
-    examples = [
-        SquadExample(f"probe-{i}", question, context)
-        for i, (question, context) in enumerate(qa_verify.PROBE_QUESTIONS)
-    ]
-    if settings.verification_file:
-        examples += read_squad_examples(settings.verification_file, is_training=False)
+    examples = qa_verify.verification_examples(settings)
     expected = qa_verify.python_path_answers(head, tokenizer, examples, max_seq_length, settings)
     got = model.predict(
         {

@@ -186,17 +186,24 @@ def _requests(examples: list[SquadExample], max_context_bytes: int, size: int = 
     return [[examples[i] for i in request] for request in requests], failures
 
 
-def verify_qa_text_model(
-    path: str, head, tokenizer: AlbertTokenizer, max_seq_length: int, settings: QaSettings
-) -> dict:
-    """Reload the text-in SavedModel and compare its answers with the Python path's on
-    `PROBE_QUESTIONS` and every question of `settings.verification_file`."""
+def verification_examples(settings: QaSettings) -> list[SquadExample]:
+    """What every text-in QA model is checked on: `PROBE_QUESTIONS`, then every question of
+    `settings.verification_file`."""
     examples = [
         SquadExample(f"probe-{i}", question, context)
         for i, (question, context) in enumerate(PROBE_QUESTIONS)
     ]
     if settings.verification_file:
         examples += read_squad_examples(settings.verification_file, is_training=False)
+    return examples
+
+
+def verify_qa_text_model(
+    path: str, head, tokenizer: AlbertTokenizer, max_seq_length: int, settings: QaSettings
+) -> dict:
+    """Reload the text-in SavedModel and compare its answers with the Python path's on
+    `PROBE_QUESTIONS` and every question of `settings.verification_file`."""
+    examples = verification_examples(settings)
     expected = python_path_answers(head, tokenizer, examples, max_seq_length, settings)
     serve = tf.saved_model.load(path).signatures["serving_default"]
     batches, failures = _requests(examples, settings.max_context_bytes)
