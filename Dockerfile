@@ -24,8 +24,12 @@ WORKDIR /app
 COPY requirements.txt .
 RUN pip install --no-cache-dir -r requirements.txt \
  && if [ -n "$TF_EXTRA" ]; then pip install --no-cache-dir "tensorflow[$TF_EXTRA]==2.21.0"; fi
+COPY pyproject.toml README.md requirements-*.txt ./
 COPY albert_tf/ albert_tf/
 COPY data_prep/ data_prep/
 COPY pipelines/ pipelines/
 COPY benchmarks/ benchmarks/
+# The package itself (its dependencies are in already): the albert-* commands, and albert_tf
+# importable from any directory.
+RUN pip install --no-cache-dir --no-deps .
 CMD ["python", "pipelines/pretrain.py"]

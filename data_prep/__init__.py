@@ -10,3 +10,9 @@ sits on `albert_tf.text` (the tokenizer) and `albert_tf.records` (the record sch
 tf.train.Example bytes and TFRecord framing). Nothing here imports TensorFlow: process start is
 part of the job's cost.
 """
+
+import pathlib
+
+# The bundled sample corpus (a few Gutenberg books, a train and a held-out folder; its README says
+# which): the demo's input, installed with the package.
+SAMPLE_CORPUS = pathlib.Path(__file__).resolve().parent / "sample_corpus"

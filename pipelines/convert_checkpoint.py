@@ -197,5 +197,10 @@ def main(argv):
     _convert()
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The `albert-convert-checkpoint` console script: this CLI, as `python pipelines/convert_checkpoint.py`."""
     _cli.run_task(main, tensorflow=True)
+
+
+if __name__ == "__main__":
+    cli()

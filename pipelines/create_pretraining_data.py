@@ -97,5 +97,10 @@ def main(argv):
         pipeline.run(config)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The `albert-create-pretraining-data` console script: this CLI, as `python pipelines/create_pretraining_data.py`."""
     _cli.run_task(main)
+
+
+if __name__ == "__main__":
+    cli()

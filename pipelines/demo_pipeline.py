@@ -16,15 +16,23 @@ import glob
 import json
 import os
 import pathlib
+import sys
 import time
+
+sys.path.insert(
+    0, str(pathlib.Path(__file__).resolve().parents[1])
+)  # run from a checkout, uninstalled
 
 from absl import logging
 
 from albert_tf.config import preset_shape, resolve_max_predictions_per_seq  # TensorFlow-free
 from albert_tf.io import write_json
+from data_prep import SAMPLE_CORPUS
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-SAMPLE_CORPUS = REPO_ROOT / "data_prep" / "sample_corpus"
+# Run from a checkout (`python pipelines/pretrain.py`, or an editable install), the demo writes
+# under the checkout's runs/; installed from a wheel, under the directory it is run in.
+_CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
+RUNS_ROOT = _CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else pathlib.Path.cwd()
 
 
 # The small ALBERT of the demo (and of the benchmarks that train like it): 4 layers of width 128,
@@ -75,7 +83,7 @@ class DemoSettings:
         run(DemoSettings.quick("/tmp/demo"))
     """
 
-    output_dir: str = str(REPO_ROOT / "runs" / "demo")
+    output_dir: str = str(RUNS_ROOT / "runs" / "demo")
     train_files: str = str(SAMPLE_CORPUS / "train" / "*.txt")
     heldout_files: str = str(SAMPLE_CORPUS / "heldout" / "*.txt")
     vocab_size: int = 8000
@@ -305,3 +313,10 @@ def _print_summary(s: DemoSettings, summary: dict) -> None:
         "=" * 72,
     ]
     print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    # Run directly, this is the command it backs: pretrain.py with no flags.
+    from pipelines import pretrain
+
+    pretrain.cli()

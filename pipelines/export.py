@@ -262,5 +262,10 @@ def main(argv):
         logging.info("%s: %s (%d bytes)", key, artifact["path"], artifact["size_bytes"])
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The `albert-export` console script: this CLI, as `python pipelines/export.py`."""
     _cli.run_task(main, tensorflow=True, bad_input="export failed")
+
+
+if __name__ == "__main__":
+    cli()

@@ -13,6 +13,12 @@ sys.path.insert(
 from pipelines import _cli  # noqa: F401  (first: TensorFlow's log level must be set before it loads)
 from pipelines import run_classifier
 
-if __name__ == "__main__":
+
+def cli() -> None:
+    """The `albert-finetune` console script: this CLI, as `python pipelines/finetune.py`."""
     run_classifier.define_original_flags()
     run_classifier.main(run_classifier.CLI)
+
+
+if __name__ == "__main__":
+    cli()

@@ -91,5 +91,10 @@ def main(argv):
     logging.info("done: %s", json.dumps(results, indent=2, sort_keys=True, default=str))
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The `albert-pretrain` console script: this CLI, as `python pipelines/pretrain.py`."""
     _cli.run_task(main, tensorflow=True)
+
+
+if __name__ == "__main__":
+    cli()

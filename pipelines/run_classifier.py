@@ -84,6 +84,11 @@ def define_original_flags() -> None:
     )
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The `albert-run-classifier` console script: this CLI, as `python pipelines/run_classifier.py`."""
     define_original_flags()
     main(CLI)
+
+
+if __name__ == "__main__":
+    cli()

@@ -50,6 +50,12 @@ CLI = FinetuneCli(
     phase_inputs={"train_file": "do_train", "eval_file": "do_eval", "predict_file": "do_predict"},
 )
 
-if __name__ == "__main__":
+
+def cli() -> None:
+    """The `albert-run-race` console script: this CLI, as `python pipelines/run_race.py`."""
     flags.DEFINE_integer("num_keep_checkpoint", 5, "Accepted for compatibility (unused there too).")
     main(CLI)
+
+
+if __name__ == "__main__":
+    cli()

@@ -86,6 +86,11 @@ def squad_cli(version: str) -> FinetuneCli:
     )
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The `albert-run-squad-v1` console script: this CLI, as `python pipelines/run_squad_v1.py`."""
     flags.DEFINE_bool("use_einsum", True, "Accepted for compatibility; ignored.")
     main(squad_cli("v1"))
+
+
+if __name__ == "__main__":
+    cli()

@@ -25,5 +25,11 @@ from pipelines import _cli  # noqa: F401  (first: TensorFlow's log level must be
 from pipelines._finetune_cli import main
 from pipelines.run_squad_v1 import squad_cli
 
-if __name__ == "__main__":
+
+def cli() -> None:
+    """The `albert-run-squad-v2` console script: this CLI, as `python pipelines/run_squad_v2.py`."""
     main(squad_cli("v2"))
+
+
+if __name__ == "__main__":
+    cli()

@@ -80,5 +80,10 @@ def main(argv):
     )
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """The `albert-train-tokenizer` console script: this CLI, as `python pipelines/train_tokenizer.py`."""
     _cli.run_task(main)
+
+
+if __name__ == "__main__":
+    cli()

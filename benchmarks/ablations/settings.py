@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
+from data_prep import SAMPLE_CORPUS
 from pipelines.demo_pipeline import SMALL_MODEL, TINY_MODEL
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-SAMPLE_CORPUS = REPO_ROOT / "data_prep" / "sample_corpus"
 GLUE_DIR = REPO_ROOT / "benchmarks" / "data" / "glue"
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 GLUE_TASKS = ("sst-2", "mrpc", "rte", "cola")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from benchmarks.ablations.settings import REPO_ROOT, SAMPLE_CORPUS
+from benchmarks.ablations.settings import REPO_ROOT
+from data_prep import SAMPLE_CORPUS
 from pipelines.demo_pipeline import SMALL_MODEL, TINY_MODEL
 
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
