@@ -6,7 +6,8 @@
       --output_dir=exported --model_name=albert_base --version=1 --max_seq_length=128 \
       --formats=saved_model,tflite_fp32,tflite_fp16,tflite_int8_dynamic,tflite_int8
 
-  python pipelines/export.py --keras_model=sst2.keras --head=classifier ...   (a classifier)
+  python pipelines/export.py --keras_model=sst2/export/classifier.keras ...   (a fine-tuned
+      classifier: the head, tokenizer and lengths of its bundle)
 
   python pipelines/export.py --hf_model=albert-base-v2-squad2 --head=squad_v1 ...   (a Hub model)
 
@@ -45,7 +46,11 @@ from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
-    "keras_model", None, "A `.keras` file: AlbertPretrainer, or a classifier (see --head)."
+    "keras_model",
+    None,
+    "A `.keras` file: AlbertPretrainer, or a classifier (see --head). In a fine-tuning bundle "
+    "(its export_dir), the bundle's head, SentencePiece model, casing, sequence length and SQuAD "
+    "windows are the defaults of those flags.",
 )
 flags.DEFINE_string(
     "tf1_checkpoint",
@@ -170,6 +175,42 @@ flags.DEFINE_integer("end_n_top", 5, "SQuAD v2.0 from --tf1_checkpoint: ends kep
 flags.mark_flag_as_required("output_dir")
 
 
+# The flags whose defaults a fine-tuning bundle's manifest (beside --keras_model) replaces: what
+# the model was trained with, which an export at other values would silently mismatch.
+BUNDLE_FLAGS = (
+    "spm_model_file",
+    "do_lower_case",
+    "max_seq_length",
+    *("doc_stride", "max_query_length", "n_best_size", "max_answer_length"),
+)
+
+
+def head_of_bundle(manifest: dict) -> str | None:
+    """The --head that serves the model a fine-tuning manifest describes."""
+    if "version" in manifest:
+        return f"squad_{manifest['version']}"
+    if "max_qa_length" in manifest:
+        return "race"
+    return "classifier" if "task_name" in manifest else None
+
+
+def take_bundle_defaults() -> None:
+    """Sets the flags not given to what the fine-tuning bundle beside --keras_model recorded
+    (its head, tokenizer, casing, sequence length, SQuAD windows), saying which in one line."""
+    from albert_tf.finetuning.bundle_manifest import bundle_manifest
+
+    manifest = bundle_manifest(FLAGS.keras_model) or {}
+    taken = {name: manifest[name] for name in BUNDLE_FLAGS if manifest.get(name) is not None}
+    if head_of_bundle(manifest):
+        taken["head"] = head_of_bundle(manifest)
+    taken = {name: value for name, value in taken.items() if not FLAGS[name].present}
+    for name, value in taken.items():
+        FLAGS[name].value = value
+    if taken:
+        said = " ".join(f"--{name}={value}" for name, value in taken.items())
+        logging.info("from the fine-tuning bundle of %s: %s", FLAGS.keras_model, said)
+
+
 def main(argv):
     del argv
     import dataclasses
@@ -188,6 +229,7 @@ def main(argv):
     if sum(map(bool, sources)) != 1:
         raise app.UsageError("give exactly one of --keras_model, --tf1_checkpoint or --hf_model")
     check_preset_or_file(FLAGS.preset, FLAGS.albert_config_file)
+    take_bundle_defaults()
     model_config = FLAGS.albert_config_file
     if FLAGS.preset:
         model_config = AlbertConfig.from_preset(FLAGS.preset)

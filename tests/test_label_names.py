@@ -254,3 +254,46 @@ def test_hf_model_do_eval_and_do_predict_score_the_hub_classifier_as_it_is(tmp_p
     assert submission[0] == "index\tprediction" and len(submission) == 9
     assert {row.split("\t")[1] for row in submission[1:]} <= {"0", "1"}  # GLUE's own labels
     assert not list(out.glob("model.ckpt-*"))  # nothing trained, nothing copied
+
+
+_BUNDLE_DEFAULTS = """
+import json, runpy, sys
+from absl import flags, logging
+export = runpy.run_path("pipelines/export.py", run_name="flags_only")
+flags.FLAGS(["export.py", "--output_dir=x", *sys.argv[1:]])
+logging.info = lambda message, *args: print(message % args, file=sys.stderr)  # the CLI's line
+export["take_bundle_defaults"]()
+names = ("head", "spm_model_file", "do_lower_case", "max_seq_length")
+print(json.dumps({name: flags.FLAGS[name].value for name in names}))
+"""
+
+
+def test_export_takes_what_the_bundle_was_trained_with_unless_given(bundle):
+    """export.py reads the bundle's manifest: the head, tokenizer, casing and sequence length the
+    classifier was fine-tuned with are the defaults of those flags; a given flag wins."""
+
+    def flag_values(*argv: str) -> dict:
+        run = subprocess.run(
+            [sys.executable, "-c", _BUNDLE_DEFAULTS, *argv],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"},
+            timeout=120,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        return json.loads(run.stdout.splitlines()[-1]), run.stderr
+
+    model = f"--keras_model={bundle / 'classifier.keras'}"
+    taken, said = flag_values(model)
+    assert taken == {
+        "head": "classifier",
+        "spm_model_file": str(bundle / "30k-clean.model"),
+        "do_lower_case": True,
+        "max_seq_length": SEQ,
+    }
+    assert "--head=classifier" in said and f"--max_seq_length={SEQ}" in said
+    given, _ = flag_values(model, "--max_seq_length=40", "--spm_model_file=x.model")
+    assert given == dict(taken, max_seq_length=40, spm_model_file="x.model")
+    untouched, _ = flag_values(f"--keras_model={bundle / 'elsewhere.keras'}")
+    assert untouched["head"] == "pretrainer" and untouched["max_seq_length"] == 128
