@@ -247,7 +247,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 # The help of every CLI's --preset (and of the fine-tuning settings' `preset`).
 PRESET_HELP = (
     "A named model shape in place of --albert_config_file (AlbertConfig.from_preset; their sizes "
-    "are in the README): tiny and small (this repository's test and bundled models), or the "
+    "are in docs/model.md): tiny and small (this repository's test and bundled models), or the "
     "ALBERT v2 shapes. Not together with --albert_config_file."
 )
 

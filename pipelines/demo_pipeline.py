@@ -316,7 +316,8 @@ def _print_summary(s: DemoSettings, summary: dict) -> None:
 
 
 if __name__ == "__main__":
-    # Run directly, this is the command it backs: pretrain.py with no flags.
-    from pipelines import pretrain
+    # Run directly, this is the command it backs: pretrain.py with no flags (run as a script, so
+    # that this module, which pretrain.py imports, imports nothing back).
+    import runpy
 
-    pretrain.cli()
+    runpy.run_path(str(pathlib.Path(__file__).with_name("pretrain.py")), run_name="__main__")

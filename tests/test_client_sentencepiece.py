@@ -106,7 +106,7 @@ def test_a_difference_is_named(tokenizer, client):
 def test_the_numbers_with_commas_the_clients_split_otherwise(tokenizer, client):
     """Of the 999,000 numbers 1,000 to 999,999 written with commas, the released vocabulary's
     clients' model splits 393 otherwise than the digit-comma rule, all between 1,000 and 99,999
-    (the README lists the set); every other one gets our ids."""
+    (benchmarks/results/client_comma_numbers.md lists the set); every other one gets our ids."""
     differing = comma_number_mismatches(tokenizer, client)
     assert len(differing) == 393
     assert {"1,050", "2,666", "7,888", "11,045", "11,072", "64,666"} <= set(differing)

@@ -1,7 +1,8 @@
 """Model presets (`--preset`), recipes' sequence lengths fitted to the model, and which classifiers
 get single-text client metadata.
 
-The preset table is read from the README, so what it documents is what `from_preset` builds.
+The preset table is read from the model page (docs/model.md), so what it documents is what
+`from_preset` builds.
 """
 
 import json
@@ -35,7 +36,7 @@ from tests.model_configs import CLASSIFIER_TINY, SAMPLE_VOCAB_TINY
 
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"  # 30,000 pieces
 GLUE = FIXTURES / "glue"
-# The README's columns: the shape's `AlbertConfig` fields, then the parameter count.
+# The preset table's columns: the shape's `AlbertConfig` fields, then the parameter count.
 COLUMNS = (*PRESET_SHAPE_FIELDS, "parameters")
 
 
@@ -50,9 +51,9 @@ def run(script: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def readme_presets() -> dict[str, dict[str, int]]:
-    """{preset: {column: number}} of the README's preset table."""
-    rows = re.findall(r"^\| `(\w+)` \|(.*)$", (REPO_ROOT / "README.md").read_text(), re.M)
+def documented_presets() -> dict[str, dict[str, int]]:
+    """{preset: {column: number}} of the preset table of docs/model.md."""
+    rows = re.findall(r"^\| `(\w+)` \|(.*)$", (REPO_ROOT / "docs" / "model.md").read_text(), re.M)
     return {
         name: dict(zip(COLUMNS, (int(c.strip().replace(",", "")) for c in cells.split("|")[:8])))
         for name, cells in rows
@@ -60,8 +61,8 @@ def readme_presets() -> dict[str, dict[str, int]]:
     }
 
 
-def test_the_readme_documents_every_preset_as_it_is_built():
-    documented = readme_presets()
+def test_the_model_page_documents_every_preset_as_it_is_built():
+    documented = documented_presets()
     assert (
         list(documented) == list(PRESETS) == ["tiny", "small", "base", "large", "xlarge", "xxlarge"]
     )

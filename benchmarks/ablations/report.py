@@ -13,7 +13,7 @@ from benchmarks.ablations.settings import GLUE_TASKS, REPO_ROOT
 # The paper's figures (Lan et al., ICLR 2020, ALBERT-base with E=128, all parameters shared):
 # Table 5's held-out MLM, NSP and SOP accuracy and downstream average (SQuAD1.1, SQuAD2.0, MNLI,
 # SST-2, RACE) per sentence task; Table 4's parameter counts, which the repository reproduces
-# (README, "The model"). Of Table 4's accuracies only its finding is stated (attention sharing
+# (docs/model.md). Of Table 4's accuracies only its finding is stated (attention sharing
 # nearly free, FFN sharing costs most).
 PAPER_TABLE5 = {
     "none": {"mlm": "54.9", "nsp": "52.4", "sop": "53.3", "avg": "79.0"},
