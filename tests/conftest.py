@@ -1,11 +1,14 @@
-"""Shared test setup: quiet TF and fixture paths. (No test sets Keras's global dtype policy: models
-take their precision as `dtype=`.)"""
+"""Shared test setup: quiet TF, fixture paths, and each test isolated from the ones before it.
+(No test sets Keras's global dtype policy: models take their precision as `dtype=`.)"""
 
+import glob
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pathlib
+import signal
+import time
 
 import pytest
 from absl import logging as absl_logging
@@ -15,10 +18,58 @@ ORIGINAL_CHECKPOINTS = FIXTURES / "original_checkpoints"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+def child_processes() -> set[int]:
+    """The pids of this process's children that are still running (zombies excepted)."""
+    children = set()
+    for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
+        try:
+            with open(path) as f:
+                children.update(int(pid) for pid in f.read().split())
+        except OSError:  # the thread ended since the listing
+            pass
+    running = set()
+    for pid in children:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    running.add(pid)
+        except OSError:
+            pass
+    return running
+
+
+def command_of(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
+    except OSError:
+        return "?"
+
+
 @pytest.fixture(autouse=True)
-def _restore_absl_verbosity():
-    # The TFLite converter lowers absl's verbosity for the rest of the process; tests that read
-    # logs must not depend on whether a conversion ran before them.
+def _isolated_process_state():
+    """Restores what a test may change for the whole process (environment, working directory,
+    absl's verbosity, which the TFLite converter lowers) and fails a test that leaves a child
+    process running, which would eat the cores of the tests after it."""
+    environ, cwd = dict(os.environ), os.getcwd()
     verbosity = absl_logging.get_verbosity()
+    before = child_processes()
     yield
     absl_logging.set_verbosity(verbosity)
+    os.chdir(cwd)
+    if dict(os.environ) != environ:
+        os.environ.clear()
+        os.environ.update(environ)
+    left = child_processes() - before
+    deadline = time.monotonic() + 5
+    while left and time.monotonic() < deadline:  # a child may be on its way out
+        time.sleep(0.05)
+        left &= child_processes()
+    if left:
+        commands = {pid: command_of(pid) for pid in left}
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        pytest.fail(f"the test left child processes running (killed): {commands}")

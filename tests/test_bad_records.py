@@ -188,6 +188,7 @@ def test_skip_corrupt_records_trains_and_counts_per_file(tmp_path):
     ]
 
 
+@pytest.mark.e2e
 def test_cli_cut_record_is_one_line_without_traceback(tmp_path):
     path = tmp_path / "cut.tfrecord"
     path.write_bytes(ORIGINAL.read_bytes()[:-50])

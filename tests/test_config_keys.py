@@ -22,6 +22,8 @@ from albert_tf.training.pretraining_options import PretrainingOptions, SettingsE
 from tests.hostile import assert_one_line_ending, python, run
 from tests.model_configs import SAMPLE_VOCAB_TINY
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 # The golden files, where this machine has them (the tests pass without them).

@@ -12,6 +12,8 @@ import pytest
 
 from albert_tf.checkpoints import read_tf1_checkpoint
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GROUPED = ROOT / "tests/fixtures/original_checkpoints/albert_tiny_grouped"
 

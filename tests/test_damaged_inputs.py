@@ -300,6 +300,7 @@ def test_a_model_exported_as_the_wrong_head_is_told_which_heads_fit(keras_files)
 # -- the CLIs ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_fine_tuning_from_a_cut_tf1_checkpoint_stops_in_one_line(tmp_path):
     prefix = release_copy(tmp_path / "pretrained")
     os.truncate(tmp_path / "pretrained" / DATA, 1000)
@@ -324,6 +325,7 @@ def test_fine_tuning_from_a_cut_tf1_checkpoint_stops_in_one_line(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.e2e
 def test_converting_a_tf1_checkpoint_without_its_data_stops_in_one_line(tmp_path):
     prefix = release_copy(tmp_path / "pretrained")
     (tmp_path / "pretrained" / DATA).unlink()
@@ -344,6 +346,7 @@ def test_converting_a_tf1_checkpoint_without_its_data_stops_in_one_line(tmp_path
     assert os.listdir(tmp_path / "out") == []
 
 
+@pytest.mark.e2e
 def test_exporting_a_classifier_as_the_default_head_says_which_head_fits(keras_files, tmp_path):
     out = tmp_path / "export"
     result = hostile.run(

@@ -9,6 +9,8 @@ import pytest
 
 from pipelines import demo_pipeline
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 

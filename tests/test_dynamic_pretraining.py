@@ -242,6 +242,7 @@ def test_masking_flag_speaks_for_the_training_records_only(tmp_path, unmasked):
     assert 0 <= result["eval"]["masked_lm_accuracy"] <= 1 and result["eval"]["masked_lm_loss"] > 0
 
 
+@pytest.mark.e2e
 def test_cli_masking_flags_reach_the_run(tmp_path, small):
     config = tmp_path / "albert_config.json"
     AlbertConfig(**SAMPLE_VOCAB_TINY).to_json_file(config)

@@ -27,7 +27,7 @@ from tests.tolerances import SAME_MODEL, assert_close_to_scale
 from tests.model_configs import SAMPLE_VOCAB_TINY
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
-pytestmark = pytest.mark.numerics
+pytestmark = [pytest.mark.numerics, pytest.mark.e2e]
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"

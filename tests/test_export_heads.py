@@ -23,7 +23,7 @@ from tests.model_configs import CLASSIFIER_TINY, MICRO
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
-pytestmark = pytest.mark.numerics
+pytestmark = [pytest.mark.numerics, pytest.mark.e2e]
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 CHECKPOINTS = FIXTURES / "original_checkpoints"

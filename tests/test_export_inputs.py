@@ -20,7 +20,7 @@ from albert_tf.export.parity import ParityThresholds
 from albert_tf.text.tokenization import AlbertTokenizer
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
-pytestmark = pytest.mark.numerics
+pytestmark = [pytest.mark.numerics, pytest.mark.e2e]
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 CHECKPOINTS = FIXTURES / "original_checkpoints"

@@ -16,6 +16,8 @@ from albert_tf.export import publish
 from tests import hostile
 from tests.conftest import ORIGINAL_CHECKPOINTS, REPO_ROOT
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 SHARED = ORIGINAL_CHECKPOINTS / "albert_tiny_shared"
 # What a staged version holds, by final path under the output directory (relative).
 VERSION = {

@@ -34,7 +34,7 @@ from tests.conftest import FIXTURES, REPO_ROOT
 from tests.tolerances import GOLDEN, SAME_MODEL, assert_close_to_scale
 
 # Compares floats against goldens or another form of the model: CI reruns it on other kernels.
-pytestmark = pytest.mark.numerics
+pytestmark = [pytest.mark.numerics, pytest.mark.e2e]
 
 SQUAD = FIXTURES / "original_squad"
 RACE = FIXTURES / "original_race"

@@ -25,7 +25,7 @@ from albert_tf.text.tokenization import AlbertTokenizer
 from tests.conftest import FIXTURES
 
 # Compares floats with the Python path's: CI reruns it on other kernels.
-pytestmark = pytest.mark.numerics
+pytestmark = [pytest.mark.numerics, pytest.mark.e2e]
 
 SQUAD = FIXTURES / "original_squad"
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"

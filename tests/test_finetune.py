@@ -153,6 +153,7 @@ def cli_run(tmp_path_factory, tiny_config_file):
     return out, result.stderr
 
 
+@pytest.mark.e2e
 def test_cli_recipe_with_explicit_overrides(cli_run):
     _, log = cli_run
     config_line = next(line for line in log.splitlines() if "Fine-tuning config:" in line)
@@ -234,6 +235,7 @@ def test_eval_only_rescores_the_saved_checkpoints(cli_run, tmp_path):
         finetuning.train(config, AlbertConfig(**TINY), None)
 
 
+@pytest.mark.e2e
 def test_regression_task_end_to_end(tmp_path, tiny_config_file):
     header = (
         "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"
@@ -271,6 +273,7 @@ def test_regression_task_end_to_end(tmp_path, tiny_config_file):
     assert all(np.isfinite(float(l.split("\t")[1])) for l in lines[1:])
 
 
+@pytest.mark.e2e
 def test_cli_bad_rows_fail_with_file_and_line_or_are_counted(tmp_path, tiny_config_file):
     (tmp_path / "SST-2").mkdir()
     bad = tmp_path / "SST-2" / "train.tsv"

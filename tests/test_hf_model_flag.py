@@ -38,6 +38,8 @@ from tests.conftest import FIXTURES, REPO_ROOT
 from tests.test_hf_checkpoints import inputs_of, our_outputs
 from tests.tolerances import GOLDEN, assert_close_to_scale
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 HF = FIXTURES / "hf_transformers"
 GLUE = FIXTURES / "glue"
 RACE_DATA = FIXTURES / "original_race" / "data"

@@ -92,6 +92,7 @@ def test_the_warning_is_one_line_once_per_folder(tmp_path, monkeypatch):
     assert "--hf_tokenizer=folder" in warnings[0]
 
 
+@pytest.mark.e2e
 def test_convert_keeps_the_folders_tokenizer_or_writes_ours(tmp_path):
     hub = tmp_path / "hub"
     shutil.copytree(HF / "albert_tiny_classifier", hub)

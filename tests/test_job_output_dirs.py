@@ -24,6 +24,8 @@ from tests.test_output_dirs import hold_lock
 from tests.test_pretraining import TINY, cli_args, options, run_cli
 from tests.test_squad_finetune import config_v2
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 # Saves one tf.train checkpoint big enough (64 MB) for its write to be caught in the act.

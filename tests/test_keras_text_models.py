@@ -24,6 +24,8 @@ from albert_tf.text.tokenization import AlbertTokenizer
 from tests.model_configs import CLASSIFIER_TINY, MICRO
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"

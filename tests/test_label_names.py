@@ -32,6 +32,8 @@ from albert_tf.tasks.glue.processors import TASKS
 from tests.model_configs import CLASSIFIER_TINY
 from tests.test_hf_model_flag import two_label_classifier
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 GLUE = FIXTURES / "glue"

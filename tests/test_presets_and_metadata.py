@@ -160,6 +160,7 @@ def test_a_recipes_length_is_fitted_and_a_given_one_refused(tmp_path):
         fitted_max_seq_length(tiny, None, given=True)
 
 
+@pytest.mark.e2e
 def test_the_mrpc_recipe_fine_tunes_a_tiny_preset_at_its_128_positions(tmp_path):
     out = tmp_path / "mrpc"
     common = (
@@ -247,6 +248,7 @@ def test_unknown_classifiers_pass_where_no_metadata_would_be_written():
         )
 
 
+@pytest.mark.e2e
 def test_the_export_cli_refuses_an_unknown_classifier_unless_told_it_takes_one_text(tmp_path):
     import keras
 

@@ -54,6 +54,7 @@ def write_config(directory) -> pathlib.Path:
     return path
 
 
+@pytest.mark.e2e
 def test_run_checkpoints_evaluates_summarises_and_exports(tmp_path):
     results = run_pretraining(
         options(tmp_path, num_train_steps=12, do_eval=True, eval_input_file=RECORDS),
@@ -299,6 +300,7 @@ def test_kill_nine_then_rerun_resumes_and_finishes(tmp_path):
     assert tf.train.latest_checkpoint(str(state.parent)).endswith("ckpt-400")
 
 
+@pytest.mark.e2e
 def test_tpu_flag_without_a_tpu_fails_clearly(tmp_path):
     for address, message in (
         ("local", "could not reach TPU 'local'"),

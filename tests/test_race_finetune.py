@@ -19,6 +19,8 @@ from albert_tf.tasks.race.examples import LABELS
 from tests.tolerances import GOLDEN, SAME_MODEL, TRAINING_STEPS, assert_close_to_scale
 from tests.cli_help import flag_defaults
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 RACE = ROOT / "tests" / "fixtures" / "original_race"
 TINY = RACE / "race_tiny"

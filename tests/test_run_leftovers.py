@@ -33,6 +33,8 @@ from tests.test_export_publish import _PUBLISH_AND_DIE, published
 from tests.test_finetuning_loop import DivergingTask, HasSevenTask, Settings, contains_token_7
 from tests.test_squad_finetune import config_v2
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 

@@ -217,6 +217,7 @@ def test_one_checkpoint_scored_on_nsp_and_sop_records_of_one_text(tmp_path, held
     assert evaluation["masked_lm_accuracy"] == evaluation["accuracy"]["mlm"]
 
 
+@pytest.mark.e2e
 def test_cli_sentence_task_is_checked_against_the_records(tmp_path, heldout_sets):
     config = tmp_path / "albert_config.json"
     AlbertConfig(**SAMPLE_VOCAB_TINY).to_json_file(config)

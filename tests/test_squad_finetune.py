@@ -15,6 +15,8 @@ from albert_tf.tasks.squad import finetune as squad
 from albert_tf.tasks.squad.inputs import read_left_file
 from tests.cli_help import flag_defaults
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SQUAD = ROOT / "tests" / "fixtures" / "original_squad"
 DEV_V2 = SQUAD / "dev-v2.0-small.json"

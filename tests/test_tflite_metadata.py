@@ -36,6 +36,8 @@ from albert_tf.text.tokenization import AlbertTokenizer
 from tests.conftest import FIXTURES, REPO_ROOT
 from tests.model_configs import CLASSIFIER_TINY
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
 CORPUS = FIXTURES / "original_data" / "corpus_small.txt"
 INPUTS = ("input_ids", "input_mask", "segment_ids")

@@ -25,6 +25,8 @@ from tests.hostile import (
 )
 from tests.model_configs import CLASSIFIER_TINY, SAMPLE_VOCAB_TINY
 
+pytestmark = pytest.mark.e2e  # starts the CLIs or runs whole exports
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"

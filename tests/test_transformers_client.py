@@ -24,7 +24,10 @@ from tests.conftest import FIXTURES, REPO_ROOT
 from tests.model_configs import CLASSIFIER_TINY
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
 
-pytestmark = pytest.mark.numerics  # torch's probabilities against ours, on whichever kernels
+pytestmark = [
+    pytest.mark.numerics,
+    pytest.mark.e2e,
+]  # torch's probabilities against ours, on whichever kernels
 
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
 RUNNER = REPO_ROOT / "tests" / "app_clients" / "run_transformers.py"
