@@ -82,16 +82,19 @@ def build_wheel(tmp_path: pathlib.Path) -> pathlib.Path:
     return wheel
 
 
+def run_in(folder: pathlib.Path, *command) -> subprocess.CompletedProcess:
+    """`command` run in `folder`, without the PYTHONPATH that would reach the checkout."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(command, capture_output=True, text=True, cwd=folder, env=env, timeout=300)
+
+
 def test_the_wheel_installs_and_its_scripts_run_outside_the_checkout(tmp_path):
     wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python, bin_dir = venv / "bin" / "python", venv / "bin"
-    installed = subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    installed = run_in(
+        tmp_path, python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel
     )
     assert installed.returncode == 0, installed.stderr[-3000:]
     # The dependencies come from this run's environment, appended after the new venv's own
@@ -101,19 +104,12 @@ def test_the_wheel_installs_and_its_scripts_run_outside_the_checkout(tmp_path):
     (site_packages / "dependencies.pth").write_text("\n".join(dependencies) + "\n")
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    imported = subprocess.run(
-        [
-            python,
-            "-c",
-            "import albert_tf, data_prep; print(albert_tf.__file__); "
-            "print(sorted(p.name for p in data_prep.SAMPLE_CORPUS.glob('*/*.txt')))",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=elsewhere,
-        env=env,
-        timeout=120,
+    imported = run_in(
+        elsewhere,
+        python,
+        "-c",
+        "import albert_tf, data_prep; print(albert_tf.__file__); "
+        "print(sorted(p.name for p in data_prep.SAMPLE_CORPUS.glob('*/*.txt')))",
     )
     assert imported.returncode == 0, imported.stderr[-3000:]
     where, books = imported.stdout.splitlines()
@@ -124,14 +120,7 @@ def test_the_wheel_installs_and_its_scripts_run_outside_the_checkout(tmp_path):
         assert (bin_dir / script).is_file(), script
     # The console script is the same CLI as the checkout's script: the same flags, defaults and
     # --help listing.
-    helped = subprocess.run(
-        [bin_dir / "albert-run-classifier", "--helpxml"],
-        capture_output=True,
-        text=True,
-        cwd=elsewhere,
-        env=env,
-        timeout=300,
-    )
+    helped = run_in(elsewhere, bin_dir / "albert-run-classifier", "--helpxml")
     installed_flags = {
         flag.findtext("name"): (flag.findtext("default"), flag.findtext("key") == "yes")
         for flag in ElementTree.fromstring(helped.stdout).findall("flag")
