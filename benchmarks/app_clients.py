@@ -12,7 +12,7 @@ Question answering: no pretrained ALBERT is at hand, so a tiny SQuAD v1.1 model 
 `--train_steps` on the first half of the file's articles (seeded), then exported at 384 with its
 metadata (fp32). On every question of the file:
 - the client's answers (`tests/app_clients/run_client.py` in `.venv-clients/tflite-support`);
-- the client's algorithm re-implemented (`albert_tf.export.bert_qa_client`, our tokenizer) on the
+- the client's algorithm re-implemented (`benchmarks/bert_qa_client.py`, our tokenizer) on the
   same file: its answers must be the client's (counted);
 - our Python path on the same file: windows of 384 every 128 pieces, 64-piece question, n-best
   20, answers of at most 30 pieces cut from the context's characters (`postprocess_v1`).
@@ -38,7 +38,7 @@ from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.export import PROBE_TEXTS, ExportConfig, export_model, serving_head  # noqa: E402
 from albert_tf.export.app_metadata import AppMetadataSettings  # noqa: E402
-from albert_tf.export.bert_qa_client import client_answers, client_inputs  # noqa: E402
+from benchmarks.bert_qa_client import client_answers, client_inputs  # noqa: E402
 from albert_tf.modeling.heads.classifier import AlbertClassifier  # noqa: E402
 from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1  # noqa: E402
 from albert_tf.tasks.squad.examples import read_squad_examples  # noqa: E402
