@@ -25,17 +25,13 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout
 
+from albert_tf.config import preset_shape  # noqa: E402
 from albert_tf.tasks.squad import metrics  # noqa: E402
 from benchmarks.machine import describe as describe_machine  # noqa: E402
 
-SMALL_MODEL = dict(
-    vocab_size=30000,
-    embedding_size=64,
-    hidden_size=128,
-    num_hidden_layers=4,
-    num_attention_heads=2,
-    intermediate_size=512,
-    max_position_embeddings=384,
+# The demo's small model (the `small` preset with E=64) on the 30k vocab, at SQuAD's length.
+SMALL_MODEL = preset_shape(
+    "small", vocab_size=30000, embedding_size=64, max_position_embeddings=384
 )
 
 

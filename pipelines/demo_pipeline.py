@@ -35,16 +35,9 @@ _CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
 RUNS_ROOT = _CHECKOUT if (_CHECKOUT / "pyproject.toml").is_file() else pathlib.Path.cwd()
 
 
-# The small ALBERT of the demo (and of the benchmarks that train like it): 4 layers of width 128,
-# all parameters shared, E=64.
-SMALL_MODEL = dict(
-    embedding_size=64,
-    hidden_size=128,
-    num_hidden_layers=4,
-    num_attention_heads=2,
-    intermediate_size=512,
-    max_position_embeddings=128,
-)
+# The small ALBERT of the demo (and of the benchmarks that train like it): the `small` preset's
+# 4 layers of width 128, all parameters shared, with E=64; the vocab is the one the run trains.
+SMALL_MODEL = preset_shape("small", vocab=False, embedding_size=64)
 # A tiny one, for tests and smoke runs: seconds a step's worth (the `tiny` preset; the vocab is
 # the one the run trains).
 TINY_MODEL = preset_shape("tiny", vocab=False)
