@@ -19,7 +19,8 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def child_processes() -> set[int]:
-    """The pids of this process's children that are still running (zombies excepted)."""
+    """The pids of this process's children that are still running, zombies excepted (read from
+    Linux's /proc; elsewhere none is found)."""
     children = set()
     for path in glob.glob(f"/proc/{os.getpid()}/task/*/children"):
         try:
@@ -39,6 +40,7 @@ def child_processes() -> set[int]:
 
 
 def command_of(pid: int) -> str:
+    """The command line of process `pid`, for the message that names it."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return f.read().replace(b"\0", b" ").decode(errors="replace").strip()[:200]
