@@ -25,14 +25,12 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout
 
-from albert_tf.config import preset_shape  # noqa: E402
 from albert_tf.tasks.squad import metrics  # noqa: E402
 from benchmarks.machine import describe as describe_machine  # noqa: E402
+from pipelines import demo_pipeline  # noqa: E402
 
-# The demo's small model (the `small` preset with E=64) on the 30k vocab, at SQuAD's length.
-SMALL_MODEL = preset_shape(
-    "small", vocab_size=30000, embedding_size=64, max_position_embeddings=384
-)
+# The demo's small model on the 30k vocab, at SQuAD's length.
+SMALL_MODEL = dict(demo_pipeline.SMALL_MODEL, vocab_size=30000, max_position_embeddings=384)
 
 
 def _questions(articles: list) -> list[str]:

@@ -200,10 +200,13 @@ def take_bundle_defaults() -> None:
     from albert_tf.finetuning.bundle_manifest import bundle_manifest
 
     manifest = bundle_manifest(FLAGS.keras_model) or {}
-    taken = {name: manifest[name] for name in BUNDLE_FLAGS if manifest.get(name) is not None}
-    if head_of_bundle(manifest):
-        taken["head"] = head_of_bundle(manifest)
-    taken = {name: value for name, value in taken.items() if not FLAGS[name].present}
+    recorded = {name: manifest.get(name) for name in BUNDLE_FLAGS}
+    recorded["head"] = head_of_bundle(manifest)
+    taken = {
+        name: value
+        for name, value in recorded.items()
+        if value is not None and not FLAGS[name].present
+    }
     for name, value in taken.items():
         FLAGS[name].value = value
     if taken:

@@ -38,10 +38,8 @@ from tests.conftest import FIXTURES, REPO_ROOT
 from tests.model_configs import CLASSIFIER_TINY
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
 
-pytestmark = [
-    pytest.mark.numerics,
-    pytest.mark.e2e,
-]  # client outputs against ours, on whichever kernels
+# numerics: client outputs against ours, on whichever kernels; e2e: whole exports
+pytestmark = [pytest.mark.numerics, pytest.mark.e2e]
 
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
 CORPUS = FIXTURES / "original_data" / "corpus_small.txt"

@@ -1,12 +1,14 @@
 """The documentation's shape: a short README, links that resolve, and every page in the site's nav.
 
-Read as text (no TensorFlow, no MkDocs): `mkdocs build --strict` in `.ci/run` checks the links
-between the pages of `docs/` as the site renders them; this also covers `README.md` and
-`CONTRIBUTING.md`, which the site does not build, and runs with the other tests.
+Read as text, no TensorFlow and no MkDocs build (anchors by Python-Markdown's own rule):
+`mkdocs build --strict` in `.ci/run` checks the links between the pages of `docs/` as the site
+renders them; this also covers `README.md` and `CONTRIBUTING.md`, which the site does not build,
+and runs with the other tests.
 """
 
 import re
-import unicodedata
+
+from markdown.extensions import toc
 
 from tests.conftest import REPO_ROOT
 
@@ -39,24 +41,17 @@ def relative(target: str) -> bool:
 
 
 def slug(heading: str) -> str:
-    """A heading's anchor as MkDocs's `toc` extension makes it (Python-Markdown's `slugify`)."""
+    """A heading's anchor as MkDocs's `toc` extension makes it, from the heading's text."""
     text = re.sub(r"`([^`]*)`", r"\1", heading)  # code spans keep their text
     text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links keep their text
-    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
-    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
-    return re.sub(r"[-\s]+", "-", text)
+    return toc.slugify(text, "-")
 
 
 def anchors(path) -> set[str]:
     """The anchors of the headings of `path`, a repeated one numbered as `toc` numbers it."""
     seen: set[str] = set()
     for heading in HEADING.findall(FENCE.sub("", path.read_text())):
-        base = anchor = slug(heading)
-        n = 0
-        while anchor in seen:
-            n += 1
-            anchor = f"{base}_{n}"
-        seen.add(anchor)
+        seen.add(toc.unique(slug(heading), seen))
     return seen
 
 

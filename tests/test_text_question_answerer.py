@@ -25,10 +25,8 @@ from albert_tf.tasks.squad.examples import SquadExample
 from albert_tf.text.tokenization import AlbertTokenizer
 from tests.model_configs import CLASSIFIER_TINY
 
-pytestmark = [
-    pytest.mark.numerics,
-    pytest.mark.e2e,
-]  # answers against the Python path's, on whichever kernels
+# numerics: answers against the Python path's, on whichever kernels; e2e: whole exports
+pytestmark = [pytest.mark.numerics, pytest.mark.e2e]
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SPM = ROOT / "tests" / "fixtures" / "albert_spm" / "30k-clean.model"

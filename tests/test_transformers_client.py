@@ -24,10 +24,8 @@ from tests.conftest import FIXTURES, REPO_ROOT
 from tests.model_configs import CLASSIFIER_TINY
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
 
-pytestmark = [
-    pytest.mark.numerics,
-    pytest.mark.e2e,
-]  # torch's probabilities against ours, on whichever kernels
+# numerics: torch's probabilities against ours, on whichever kernels; e2e: whole exports
+pytestmark = [pytest.mark.numerics, pytest.mark.e2e]
 
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
 RUNNER = REPO_ROOT / "tests" / "app_clients" / "run_transformers.py"

@@ -109,10 +109,8 @@ def model_card(s: LiftSettings, r: dict, metrics: dict) -> str:
         f", then again from step {start}: warmup from there and decay to 0 at {end}"
         for start, end in zip(ends, ends[1:])
     )
-    share = round(
-        125_000 * 4096 * 512 / (s.num_train_steps * s.train_batch_size * s.max_seq_length), -2
-    )
-    share = int(share)
+    tokens = s.num_train_steps * s.train_batch_size * s.max_seq_length
+    share = int(round(125_000 * 4096 * 512 / tokens, -2))  # of ALBERT-base's pretraining tokens
     return f"""# albert-small-en: a small English ALBERT pretrained with this repository
 
 A small ALBERT (E={m["embedding_size"]}, H={m["hidden_size"]}, L={m["num_hidden_layers"]} with
