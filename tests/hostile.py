@@ -186,16 +186,22 @@ def assert_one_line_ending(output: str, *expected: str) -> str:
 
 
 def live_processes_in_session(session: int) -> list[str]:
-    """The command lines of a session's processes that have not exited (zombies left out), from
-    /proc: a job started by `interrupt_when` and every process it started, whatever their
-    process group."""
+    """The command lines of a session's processes that have not exited, from /proc: a job
+    started by `interrupt_when` and every process it started, whatever their process group.
+
+    Left out: zombies, and processes whose command line reads empty. A user process's command line
+    is read from its memory, so it reads empty once the kernel has torn that memory down on the
+    way out: such a process runs no more code of its own and can write nothing more."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
             state, _, _, sid = stat.rpartition(")")[2].split()[:4]
-            if int(sid) == session and state != "Z":
-                found.append(pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode())
+            if int(sid) != session or state == "Z":
+                continue
+            command_line = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode()
+            if command_line:
+                found.append(command_line)
         except (OSError, ValueError):
             continue
     return found

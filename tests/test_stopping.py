@@ -164,7 +164,8 @@ def test_a_stop_ends_a_long_device_loop_after_the_step_under_way():
     with pytest.raises(stopping.Interrupted):
         stopping.run_stoppably(job, on_dropped=never_dropped)
     steps = int(model.optimizer.iterations.numpy())
-    # The loop ended soon after the request (batches made ahead of the steps aside), not after
-    # its 1000 steps.
-    assert 20 <= steps < 100, steps
+    # The request came while batch 20 was made; the waiting main thread acts on it within about
+    # a tenth of a second, ~50 batches of 2 ms. The loop ends that soon, not after its 1000
+    # steps (the bound leaves room for a loaded machine).
+    assert 0 < steps < 500, steps
     assert checkpoints.saved == []  # nothing saved of the cut loop
