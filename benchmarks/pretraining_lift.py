@@ -43,6 +43,13 @@ flags.DEFINE_string("work_dir", None, "Data and runs (default: runs/pretraining_
 flags.DEFINE_string("results_dir", None, "Where results go (default: benchmarks/results).")
 flags.DEFINE_integer("num_train_steps", None, "Pretraining steps (default: the size's).")
 flags.DEFINE_list("curve_steps", None, "Checkpoints fine-tuned (default: the size's).")
+flags.DEFINE_list(
+    "restart_steps",
+    None,
+    "Steps where the learning-rate schedule starts again (warmup, then decay to 0 at the next "
+    "one or at --num_train_steps); a longer run continues a finished one this way "
+    "(default: the size's).",
+)
 flags.DEFINE_enum(
     "mixed_precision",
     None,
@@ -66,6 +73,8 @@ def settings_from_flags() -> LiftSettings:
         overrides["num_train_steps"] = FLAGS.num_train_steps
     if FLAGS.curve_steps:
         overrides["curve_steps"] = tuple(int(s) for s in FLAGS.curve_steps)
+    if FLAGS.restart_steps:
+        overrides["restart_steps"] = tuple(int(s) for s in FLAGS.restart_steps)
     if FLAGS.mixed_precision:
         overrides["mixed_precision"] = FLAGS.mixed_precision
     try:
