@@ -4,7 +4,7 @@ the original scripts' flags (`run_classifier.py`, `run_squad_v1.py`, `run_squad_
 
 A CLI states what differs (`FinetuneCli`) and calls `main`:
 
-    CLI = FinetuneCli(RaceConfig, "albert_tf.tasks.race.finetune", RECIPES, ...)
+    CLI = FinetuneCli(RaceConfig, race_finetune.run, RECIPES, ...)
     if __name__ == "__main__":
         main(CLI)
 
@@ -17,12 +17,18 @@ Every CLI gets the task's settings as flags (`_config_flags`), `--do_train` / `-
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable, Mapping
 
 from absl import app, flags, logging
 
-from pipelines import _cli, _config_flags, _distribution_flags
+from pipelines import _cli
+
+# Every fine-tuning CLI runs TensorFlow, and imports its task (which loads it) after this module:
+# loaded here first, without its start-up noise.
+_cli.import_tensorflow_quietly()
+
+from albert_tf.finetuning.loop import model_config  # noqa: E402
+from pipelines import _config_flags, _distribution_flags  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -33,8 +39,7 @@ class FinetuneCli:
 
     Args:
       config_class: the task's settings dataclass; each setting is a flag.
-      task_module: the module whose `run(config, *phases, strategy=...)` runs the job (imported
-        in main: it loads TensorFlow).
+      run: the task's `run(config, *phases, strategy=...)`, which runs the job.
       recipes: {recipe name: {flag: value}} for `--recipe`.
       phases: {flag: (default, help)} of the job's phases, in `run`'s argument order.
       required: flags without which the job cannot start.
@@ -50,12 +55,12 @@ class FinetuneCli:
         `write_text_model`).
 
     Example:
-      FinetuneCli(RaceConfig, "albert_tf.tasks.race.finetune", RECIPES,
+      FinetuneCli(RaceConfig, race_finetune.run, RECIPES,
                   {"do_train": (True, "Fine-tune.")}, required=("data_dir",))
     """
 
     config_class: type
-    task_module: str
+    run: Callable[..., dict]
     recipes: Mapping[str, Mapping[str, object]]
     phases: Mapping[str, tuple[bool, str]]
     required: tuple[str, ...] = ()
@@ -113,8 +118,6 @@ def fitted_max_seq_length(config, recipe: str | None, given: bool) -> int | None
     """
     if recipe is None and not given:
         return None
-    from albert_tf.finetuning.loop import model_config  # loads TensorFlow
-
     positions = model_config(config).max_position_embeddings
     if config.max_seq_length <= positions:
         return None
@@ -153,8 +156,7 @@ def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
             config = _config_flags.config_from_flags(cli.config_class, **cli.given)
         _config_flags.check_output_paths(config)
         logging.info("Fine-tuning config: %s", config)
-        task = importlib.import_module(cli.task_module)
-        summary = task.run(
+        summary = cli.run(
             config,
             *(FLAGS[phase].value for phase in cli.phases),
             strategy=_distribution_flags.strategy_from_flags(),

@@ -29,7 +29,8 @@ from absl import app, flags, logging
 
 from albert_tf.tasks.glue.config import RECIPES, FinetuneConfig
 from pipelines import _distribution_flags
-from pipelines._finetune_cli import FinetuneCli, main
+from pipelines._finetune_cli import FinetuneCli, main  # loads TensorFlow quietly: before the task
+from albert_tf.tasks.glue import finetune as glue_finetune
 
 
 def _task_from_recipe(flag_values) -> None:
@@ -47,7 +48,7 @@ def _task_from_recipe(flag_values) -> None:
 
 CLI = FinetuneCli(
     FinetuneConfig,
-    "albert_tf.tasks.glue.finetune",
+    glue_finetune.run,
     RECIPES,
     phases={
         "do_train": (False, "Fine-tune on the train split."),

@@ -28,11 +28,12 @@ from absl import flags
 
 from albert_tf.tasks.race.config import RECIPES, RaceConfig
 from pipelines import _distribution_flags
-from pipelines._finetune_cli import FinetuneCli, main
+from pipelines._finetune_cli import FinetuneCli, main  # loads TensorFlow quietly: before the task
+from albert_tf.tasks.race import finetune as race_finetune
 
 CLI = FinetuneCli(
     RaceConfig,
-    "albert_tf.tasks.race.finetune",
+    race_finetune.run,
     RECIPES,
     phases={
         "do_train": (True, "Fine-tune on the train split."),

@@ -29,7 +29,8 @@ from pipelines import _cli  # noqa: F401  (first: TensorFlow's log level must be
 from absl import flags, logging
 
 from albert_tf.tasks.squad.config import RECIPES, V2_ONLY, SquadConfig
-from pipelines._finetune_cli import FinetuneCli, main
+from pipelines._finetune_cli import FinetuneCli, main  # loads TensorFlow quietly: before the task
+from albert_tf.tasks.squad import finetune as squad_finetune
 
 
 def write_text_model(export_dir: str, model, settings: SquadConfig) -> str:
@@ -61,7 +62,7 @@ def squad_cli(version: str) -> FinetuneCli:
 
     return FinetuneCli(
         SquadConfig,
-        "albert_tf.tasks.squad.finetune",
+        squad_finetune.run,
         RECIPES,
         phases={
             "do_train": (False, "Fine-tune on --train_file."),
