@@ -36,6 +36,7 @@ def setting(
     choices: Sequence[str] | None = None,
     path: str | None = None,
     case_sensitive: bool = True,
+    kw_only: bool = False,
 ) -> Any:
     """A dataclass field that is also a command-line flag.
 
@@ -48,6 +49,8 @@ def setting(
       choices: the values a string setting takes (an enum flag).
       path: what a path setting names: `OUTPUT_FILE` or `OUTPUT_DIR`.
       case_sensitive: whether `choices` are matched case-sensitively.
+      kw_only: a keyword-only field, as a subclass re-declares a field of a keyword-only base
+        (to give it another default) without making it positional.
     """
     if not help:
         raise ValueError("a setting needs its help text")
@@ -60,6 +63,8 @@ def setting(
         "path": path,
         "case_sensitive": case_sensitive,
     }
+    if kw_only:
+        return dataclasses.field(default=default, metadata=metadata, kw_only=True)
     return dataclasses.field(default=default, metadata=metadata)
 
 

@@ -27,6 +27,8 @@ SEQ = 8
 
 @dataclasses.dataclass
 class Settings:
+    """What the loop reads of a job's settings (`FinetuneSettings`), with no task of GLUE's kind."""
+
     output_dir: str
     export_dir: str | None = None
     init_checkpoint: str | None = None
@@ -42,6 +44,10 @@ class Settings:
     jit_compile: bool = False
     seed: int = 7
     log_every_steps: int = 2
+    mixed_precision: str = "none"
+    hf_model: str | None = None
+    preset: str | None = None
+    spm_model_file: str | None = None
 
 
 def contains_token_7(count: int, seed: int):

@@ -5,8 +5,8 @@ Training (`albert_tf.finetuning.training`) saves a TF1-named checkpoint `model.c
 (`selection`: final and best checkpoint in `eval_results.json`, best copied to `model.ckpt-best`).
 Prediction and export use the best checkpoint when there is one. What differs per benchmark
 comes from a `Task`. Running the same job again in the same `output_dir` resumes it
-(`albert_tf.finetuning.resume`). The job's settings may also name a `mixed_precision` ("none",
-"bf16", "fp16", as pretraining): every model of the job is built with it as its dtype policy.
+(`albert_tf.finetuning.resume`). The job's `mixed_precision` ("none", "bf16", "fp16", as
+pretraining) is every model's dtype policy.
 `run` takes a tf.distribute strategy — under a multi-worker one all workers train and the chief
 alone scores, predicts and exports, on one of its devices.
 
@@ -34,7 +34,8 @@ from albert_tf.finetuning.selection import (
 )
 from albert_tf.finetuning.new_output_dir import emptied_unless_checkpointed
 from albert_tf.finetuning.resume import TRAIN_STATE_DIR
-from albert_tf.finetuning.task import LoopSettings, Task, initial_weights
+from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.finetuning.task import Task, initial_weights
 from albert_tf.finetuning.training import model_dtype, train
 from albert_tf.output_dirs import claim_output_dir
 from albert_tf.training.distribution import is_chief, is_multi_worker
@@ -53,7 +54,7 @@ __all__ = [
 ]
 
 
-def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
+def resolve_albert_config(config: FinetuneSettings) -> AlbertConfig:
     """`model_config(config)`, refused (ValueError) when `max_seq_length` exceeds its
     `max_position_embeddings`."""
     albert_config = model_config(config)
@@ -66,15 +67,14 @@ def resolve_albert_config(config: LoopSettings) -> AlbertConfig:
     return albert_config
 
 
-def model_config(config: LoopSettings) -> AlbertConfig:
+def model_config(config: FinetuneSettings) -> AlbertConfig:
     """The model config: `albert_config_file`, else the `preset` (`AlbertConfig.from_preset`,
     its vocab_size checked against `spm_model_file`), else the `config.json` of an `hf_model`
     folder, else the one inside a `.keras` init checkpoint, else `albert_config.json` beside a
     TF1 init checkpoint (release layout) or in `output_dir`. An `init_checkpoint` that does not
     exist or is damaged is refused first (`check_weights_file`)."""
     candidates = []
-    preset = getattr(config, "preset", None)
-    hf_model = getattr(config, "hf_model", None)
+    preset, hf_model = config.preset, config.hf_model
     init = config.init_checkpoint
     # Checked first: a missing one would otherwise read as a missing albert_config.json beside it.
     if init and not (tf.io.gfile.exists(init) or tf.io.gfile.exists(f"{init}.index")):
@@ -86,7 +86,7 @@ def model_config(config: LoopSettings) -> AlbertConfig:
         albert_config = AlbertConfig.from_json_file(config.albert_config_file)
     elif preset:
         albert_config = AlbertConfig.from_preset(preset)
-        check_preset_vocab(preset, albert_config, getattr(config, "spm_model_file", None))
+        check_preset_vocab(preset, albert_config, config.spm_model_file)
     elif hf_model:
         albert_config = load_hf_config(hf_model)
     elif config.init_checkpoint and is_hf_folder(config.init_checkpoint):
@@ -149,7 +149,7 @@ def evaluate_checkpoints(
     return evaluator.write()
 
 
-def inference_checkpoint(config: LoopSettings) -> str:
+def inference_checkpoint(config: FinetuneSettings) -> str:
     """`model.ckpt-best` if evaluated, else the last checkpoint, else the `initial_weights`."""
     best = os.path.join(config.output_dir, BEST_CHECKPOINT)
     if os.path.exists(best + ".index"):

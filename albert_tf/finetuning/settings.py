@@ -8,7 +8,7 @@ import dataclasses
 import os
 
 from albert_tf.config import PRESET_HELP, PRESETS, check_preset_or_file
-from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, setting
+from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, setting
 
 
 def spm_model_file_setting():
@@ -23,10 +23,12 @@ def spm_model_file_setting():
 
 @dataclasses.dataclass(kw_only=True)
 class FinetuneSettings:
-    """What `run_classifier.py`, `run_squad_v*.py` and `run_race.py` all have, keyword-only (a
-    task's own fields come first, its required ones positional). A task's settings also hold
-    `spm_model_file` (None: the `spiece.model` of `hf_model`); its `__post_init__` calls this
-    one's first.
+    """What `run_classifier.py`, `run_squad_v*.py` and `run_race.py` all have, keyword-only, and
+    every setting the fine-tuning loop reads. A task's settings dataclass adds its own fields
+    (its required ones positional, `output_dir` and `spm_model_file` among them: None takes the
+    `spiece.model` of `hf_model`) and re-declares one of these, keyword-only
+    (`setting(..., kw_only=True)`), only where its original script's default differs. Its
+    `__post_init__` calls this one's first.
 
     Args:
       albert_config_file, init_checkpoint, ...: the original flags of the same names.
@@ -72,6 +74,22 @@ class FinetuneSettings:
         False,
         "Keep every checkpoint; by default those neither the best nor the last are deleted, as "
         "the original did.",
+    )
+    max_seq_length: int = setting(
+        512,
+        "Maximum total tokens after tokenization; longer inputs are truncated as the original "
+        "(longer side first).",
+    )
+    train_step: int = setting(1000, "Total number of training steps.")
+    warmup_step: int = setting(0, "Linear learning-rate warmup steps.")
+    learning_rate: float = setting(5e-5, "Initial learning rate (linear decay to 0 at train_step).")
+    save_checkpoints_steps: int = setting(
+        1000,
+        "Save (and, with --do_train --do_eval, evaluate) a checkpoint every this many steps, "
+        "and at the last step.",
+    )
+    export_dir: str | None = setting(
+        None, "Save the fine-tuned model as a serving bundle here.", path=OUTPUT_DIR
     )
     jit_compile: bool = setting(False, "XLA-compile training.")
     mixed_precision: str = setting("none", "Compute precision.", choices=MIXED_PRECISIONS)

@@ -1,10 +1,11 @@
-"""What the fine-tuning loop asks of a benchmark, and of a job's settings.
+"""What the fine-tuning loop asks of a benchmark.
 
 The loop (`albert_tf.finetuning.loop`) trains, saves a TF1-named checkpoint every N steps, scores
 each one on dev, keeps the best, predicts and exports; everything that differs per benchmark
 (reading its files, encoding, the model's head, its metrics, its prediction files) sits behind
-`Task`, implemented under `albert_tf.tasks`. Both are structural protocols: a task satisfies them
-by having the members, without importing this module.
+`Task`, implemented under `albert_tf.tasks`; what it reads of a job's settings is declared once,
+in `albert_tf.finetuning.settings.FinetuneSettings`. `Task` and `DevScorer` are structural
+protocols: a task satisfies them by having the members, without importing this module.
 """
 
 from __future__ import annotations
@@ -15,36 +16,12 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.finetuning.settings import FinetuneSettings
 
 
-class LoopSettings(Protocol):
-    """The original fine-tuning scripts' shared flags the loop reads (same names).
-
-    Settings may also hold `mixed_precision` ("none", "bf16" or "fp16"; "none" when absent) and
-    `hf_model` (a transformers folder to start from instead of `init_checkpoint`; None when
-    absent) and `preset` (a named model shape in place of `albert_config_file`).
-    """
-
-    output_dir: str
-    init_checkpoint: str | None
-    albert_config_file: str | None
-    max_seq_length: int
-    train_step: int
-    warmup_step: int
-    learning_rate: float
-    train_batch_size: int
-    optimizer: str
-    save_checkpoints_steps: int
-    export_dir: str | None
-    keep_all_checkpoints: bool
-    jit_compile: bool
-    seed: int
-    log_every_steps: int
-
-
-def initial_weights(settings: LoopSettings) -> str | None:
+def initial_weights(settings: FinetuneSettings) -> str | None:
     """What a job starts from: its `init_checkpoint`, else its `hf_model` folder, if any."""
-    return settings.init_checkpoint or getattr(settings, "hf_model", None)
+    return settings.init_checkpoint or settings.hf_model
 
 
 class DevScorer(Protocol):
@@ -60,10 +37,11 @@ class DevScorer(Protocol):
 
 
 class Task(Protocol):
-    """One benchmark as the loop sees it; `settings` holds the job's `LoopSettings`."""
+    """One benchmark as the loop sees it; `settings` holds the job's settings (a task's
+    `FinetuneSettings` dataclass)."""
 
     name: str
-    settings: LoopSettings
+    settings: FinetuneSettings
 
     def build_model(self, albert_config: AlbertConfig, dtype: str | None = None) -> keras.Model:
         """A freshly initialised model (backbone + this task's head) whose layers compute with

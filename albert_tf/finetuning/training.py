@@ -29,15 +29,16 @@ from albert_tf.checkpoints.tf1 import save_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning import resume
 from albert_tf.finetuning.selection import CHECKPOINT_PREFIX, CheckpointEvaluator
-from albert_tf.finetuning.task import LoopSettings, Task, initial_weights
+from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.finetuning.task import Task, initial_weights
 from albert_tf.training.distribution import is_chief, is_multi_worker
 from albert_tf.training.harness import Schedule, compile_model, dtype_policy, train as harness_train
 from albert_tf.training.harness import resume as resume_run
 
 
-def model_dtype(settings: LoopSettings) -> str:
-    """The Keras dtype policy of the job's models: its `mixed_precision` ("none" when absent)."""
-    return dtype_policy(getattr(settings, "mixed_precision", "none"))
+def model_dtype(settings: FinetuneSettings) -> str:
+    """The Keras dtype policy of the job's models: its `mixed_precision`."""
+    return dtype_policy(settings.mixed_precision)
 
 
 class TaskCheckpoints:

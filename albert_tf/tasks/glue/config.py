@@ -73,26 +73,14 @@ class FinetuneConfig(FinetuneSettings):
         help="Where checkpoints, eval results and predictions go.", path=OUTPUT_DIR
     )
     spm_model_file: str | None = spm_model_file_setting()
-    max_seq_length: int = setting(
-        512,
-        "Maximum total tokens after tokenization; longer inputs are truncated as the original "
-        "(longer side first).",
-    )
-    train_step: int = setting(1000, "Total number of training steps.")
-    warmup_step: int = setting(0, "Linear learning-rate warmup steps.")
-    learning_rate: float = setting(5e-5, "Initial learning rate (linear decay to 0 at train_step).")
     eval_batch_size: int = setting(8, "Batch size for eval.")
-    save_checkpoints_steps: int = setting(
-        1000,
-        "Save (and, with --do_train --do_eval, evaluate) a checkpoint every this many steps, "
-        "and at the last step.",
-    )
     export_dir: str | None = setting(
         None,
         "Save classifier.keras (outputs `logits`, `probabilities`) with its config, "
         "SentencePiece model and classifier_info.json here, for pipelines/export.py "
         "--head=classifier.",
         path=OUTPUT_DIR,
+        kw_only=True,
     )
     skip_malformed_rows: bool = setting(
         False,

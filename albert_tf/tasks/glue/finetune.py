@@ -329,7 +329,7 @@ def run(
 def hub_model_to_score(config: FinetuneConfig) -> str | None:
     """The `hf_model` folder when there is no trained checkpoint in `output_dir` to use
     instead; else None (the loop scores the checkpoints of `output_dir`)."""
-    hf_model = getattr(config, "hf_model", None)
+    hf_model = config.hf_model
     if not hf_model or list_checkpoints(config.output_dir):
         return None
     if os.path.exists(os.path.join(config.output_dir, BEST_CHECKPOINT + ".index")):

@@ -64,19 +64,22 @@ class RaceConfig(FinetuneSettings):
         path=OUTPUT_FILE,
     )
     dropout_prob: float = setting(0.1, "Dropout on the pooled output (the v2 recipe used 0).")
-    max_seq_length: int = setting(512, "Tokens per packed choice, padded.")
+    max_seq_length: int = setting(512, "Tokens per packed choice, padded.", kw_only=True)
     max_qa_length: int = setting(128, "Pieces kept from the end of question + option.")
     high_only: bool = setting(False, "Read the high school questions only.")
     middle_only: bool = setting(False, "Read the middle school questions only.")
     eval_batch_size: int = setting(8, "Batch size for eval.")
-    learning_rate: float = setting(1e-5, "Initial learning rate (linear decay to 0).")
-    train_step: int = setting(12000, "Total number of training steps.")
-    warmup_step: int = setting(1000, "Linear learning-rate warmup steps.")
-    save_checkpoints_steps: int = setting(100, "Save (and evaluate) a checkpoint every N steps.")
+    learning_rate: float = setting(1e-5, "Initial learning rate (linear decay to 0).", kw_only=True)
+    train_step: int = setting(12000, "Total number of training steps.", kw_only=True)
+    warmup_step: int = setting(1000, "Linear learning-rate warmup steps.", kw_only=True)
+    save_checkpoints_steps: int = setting(
+        100, "Save (and evaluate) a checkpoint every N steps.", kw_only=True
+    )
     export_dir: str | None = setting(
         None,
         "Save race.keras (with its config, SentencePiece model and race_info.json) here.",
         path=OUTPUT_DIR,
+        kw_only=True,
     )
 
     def __post_init__(self):

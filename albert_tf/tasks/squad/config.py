@@ -76,17 +76,19 @@ class SquadConfig(FinetuneSettings):
         "Default: <output_dir>/predict_left_file.json.",
         path=OUTPUT_FILE,
     )
-    max_seq_length: int = setting(384, "Tokens per window, padded.")
+    max_seq_length: int = setting(384, "Tokens per window, padded.", kw_only=True)
     doc_stride: int = setting(128, "Pieces between the starts of a context's windows.")
     max_query_length: int = setting(64, "Question pieces kept.")
-    learning_rate: float = setting(5e-5, "Initial learning rate (linear decay to 0).")
     num_train_epochs: float = setting(3.0, "Epochs over the training questions.")
     warmup_proportion: float = setting(0.1, "Share of the steps with linear warmup.")
     train_step: int | None = setting(
-        None, "Training steps (default: questions / train_batch_size * num_train_epochs)."
+        None,
+        "Training steps (default: questions / train_batch_size * num_train_epochs).",
+        kw_only=True,
     )
-    warmup_step: int | None = setting(None, "Warmup steps (default: warmup_proportion of them).")
-    save_checkpoints_steps: int = setting(1000, "Save (and score) a checkpoint every N steps.")
+    warmup_step: int | None = setting(
+        None, "Warmup steps (default: warmup_proportion of them).", kw_only=True
+    )
     n_best_size: int = setting(20, "Answers kept per question in nbest_predictions.json.")
     max_answer_length: int = setting(30, "Longest answer, in pieces.")
     # The original v2's own flags (`V2_ONLY`).
@@ -98,6 +100,7 @@ class SquadConfig(FinetuneSettings):
         "Save squad_v1.keras or squad_v2.keras (with its config, SentencePiece model and "
         "squad_info.json) here, from the best checkpoint (the original v2 had no export).",
         path=OUTPUT_DIR,
+        kw_only=True,
     )
     skip_bad_answers: bool = setting(
         False,
