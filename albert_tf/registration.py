@@ -22,7 +22,7 @@ _WATCHED = ("keras", "tensorflow")
 # The export stage's Keras classes, by registered name: registered as stand-ins that import
 # their module when a file needs them (importing the export stage here, while a module below it
 # may still be loading, would import that module half-made).
-_EXPORT_CLASSES = {"albert_tf>AlbertTextQuestionAnswerer": "albert_tf.export.qa_keras"}
+_EXPORT_CLASSES = {"albert_tf>AlbertTextQuestionAnswerer": "albert_tf.export.qa.keras_model"}
 
 
 def _loaded(name: str) -> bool:

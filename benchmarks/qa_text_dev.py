@@ -7,7 +7,7 @@ For each (head, dev file) pair, the original code's tiny fine-tuned checkpoint o
 128, stride 32, query 24), reloaded, and asked every question of the file, 32 per request; its
 answers, n-best lists, scores, probabilities and null odds are compared with the Python path's
 (`read_squad_examples` -> features -> the Keras model -> `postprocess_v1/v2`) by
-`qa_verify.answer_differences`, which lets only float32 near-ties go either way. Printed: the
+`qa.verify.answer_differences`, which lets only float32 near-ties go either way. Printed: the
 number of questions, of differences (each listed), and the time of each path.
 """
 
@@ -22,8 +22,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from albert_tf.export.qa_text import QaSettings, QaTextModel, save_qa_text_model  # noqa: E402
-from albert_tf.export.qa_verify import verify_qa_text_model  # noqa: E402
+from albert_tf.export.qa.text import QaSettings, QaTextModel, save_qa_text_model  # noqa: E402
+from albert_tf.export.qa.verify import verify_qa_text_model  # noqa: E402
 from albert_tf.export.loading import load_serving_head  # noqa: E402
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer  # noqa: E402
 from albert_tf.text.tokenization import AlbertTokenizer  # noqa: E402

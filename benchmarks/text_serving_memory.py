@@ -47,7 +47,7 @@ spm = f"{fixtures}/albert_spm/30k-clean.model"
 folder = f"{fixtures}/original_squad/squad_v1_tiny"
 preprocessing = AlbertPreprocessingLayer.from_file(spm, max_seq_length=128)
 if "qa" in which.split(","):
-    from albert_tf.export.qa_text import QaSettings, QaTextModel, save_qa_text_model
+    from albert_tf.export.qa.text import QaSettings, QaTextModel, save_qa_text_model
 
     head = load_serving_head("squad_v1", tf1_checkpoint=folder, albert_config_file=folder + "/albert_config.json")
     model = QaTextModel(head, preprocessing, QaSettings(32, 24, max_context_bytes=limit))

@@ -25,7 +25,7 @@ then finds its version whole and exits 0, saying so in one line. Exits non-zero 
 verification (it is then not written; the report says why), with one line on bad input, a full
 disk or a refused write (status 1), and on SIGINT / SIGTERM (status 130 / 143). With
 --head=squad_v1/squad_v2 and --spm_model_file, `<model_name>_text/` is the text-in
-question-answering model (question, context -> answer; see albert_tf/export/qa_text.py).
+question-answering model (question, context -> answer; see albert_tf/export/qa/text.py).
 """
 
 import pathlib
@@ -42,7 +42,7 @@ from absl import app, flags, logging
 # Neither loads TensorFlow: `--help` lists the heads and formats at once.
 from albert_tf.export.formats import REGISTRY as FORMATS
 from albert_tf.export.head_kinds import HEAD_KINDS
-from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
+from albert_tf.export.qa.limits import DEFAULT_MAX_TEXT_BYTES
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -226,7 +226,7 @@ def main(argv):
         settings_of_hf,
         with_label_names,
     )
-    from albert_tf.export.qa_text import QA_HEADS, QaSettings
+    from albert_tf.export.qa.text import QA_HEADS, QaSettings
 
     sources = (FLAGS.keras_model, FLAGS.tf1_checkpoint, FLAGS.hf_model)
     if sum(map(bool, sources)) != 1:

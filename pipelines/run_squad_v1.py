@@ -35,7 +35,7 @@ from albert_tf.tasks.squad import finetune as squad_finetune
 
 def write_text_model(export_dir: str, model, settings: SquadConfig) -> str:
     """The bundle's `squad_text.keras`: `model` taking a question and a context as strings."""
-    from albert_tf.export.qa_keras import write_text_question_answerer
+    from albert_tf.export.qa.keras_model import write_text_question_answerer
 
     return write_text_question_answerer(
         export_dir,

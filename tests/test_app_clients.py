@@ -24,7 +24,7 @@ from albert_tf.export import PROBE_TEXTS, ExportConfig, export_model, serving_he
 from albert_tf.export.app_metadata import AppMetadataSettings
 from benchmarks.bert_qa_client import client_answers, client_inputs, near_tie
 from albert_tf.export.parity import ParityThresholds
-from albert_tf.export.qa_verify import PROBE_QUESTIONS
+from albert_tf.export.qa.verify import PROBE_QUESTIONS
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1
 from albert_tf.text.client_sentencepiece import (

@@ -18,10 +18,10 @@ from albert_tf.export import ExportConfig, ParityError, export_model, serving_he
 from albert_tf.export.formats import parity_failures
 from albert_tf.export.loading import load_serving_head
 from albert_tf.export.parity import ParityThresholds
-from albert_tf.export.qa_offsets import ContextPieces
-from albert_tf.export.qa_text import QaSettings
-from albert_tf.export.qa_verify import PROBE_QUESTIONS, answer_differences, python_path_answers
-from albert_tf.export.qa_windows import build_windows
+from albert_tf.export.qa.offsets import ContextPieces
+from albert_tf.export.qa.text import QaSettings
+from albert_tf.export.qa.verify import PROBE_QUESTIONS, answer_differences, python_path_answers
+from albert_tf.export.qa.windows import build_windows
 from albert_tf.export.savedmodel import serialize_examples
 from albert_tf.export.serving_ops import non_stock_ops, ops_tf_serving_lacks
 from albert_tf.export.task_signatures import p_mask_of, squad_v2_logits

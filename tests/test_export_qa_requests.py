@@ -12,10 +12,11 @@ import pytest
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.export import qa_answers, serving_head
-from albert_tf.export.qa_text import QaSettings, QaTextModel, save_qa_text_model
-from albert_tf.export.qa_verify import PROBE_QUESTIONS, answer_differences, python_path_answers
-from albert_tf.export.ragged_rows import first_at_or_after, last_at_or_before
+from albert_tf.export import serving_head
+from albert_tf.export.qa import answers as qa_answers
+from albert_tf.export.qa.text import QaSettings, QaTextModel, save_qa_text_model
+from albert_tf.export.qa.verify import PROBE_QUESTIONS, answer_differences, python_path_answers
+from albert_tf.export.qa.ragged_rows import first_at_or_after, last_at_or_before
 from albert_tf.export.savedmodel import save_with_signatures, text_functions
 from albert_tf.export.loading import load_serving_head
 from albert_tf.modeling.heads.classifier import AlbertClassifier

@@ -15,8 +15,8 @@ import tensorflow as tf
 import albert_tf.text.tf_tokenization  # noqa: F401  (registers the tf-text ops to load the models)
 from albert_tf import AlbertConfig
 from albert_tf.export import ExportConfig, export_model, serving_head
-from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
-from albert_tf.export.qa_text import QaSettings
+from albert_tf.export.qa.limits import DEFAULT_MAX_TEXT_BYTES
+from albert_tf.export.qa.text import QaSettings
 from albert_tf.export.savedmodel import TEXT_SETTINGS_FILE
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.modeling.model import BACKBONE_INPUTS
@@ -72,7 +72,7 @@ def refusal(signature, **fields) -> str:
 
 
 def over_limit_message(field: str, rows: str, total: int) -> str:
-    """The QA model's message shape (`qa_inputs.bounded_texts`) for this limit."""
+    """The QA model's message shape (`qa.inputs.bounded_texts`) for this limit."""
     return (
         f"{field}: the {rows} of the request hold {total} bytes, more than "
         f"max_text_bytes={LIMIT} (the limit stored in this model, for all {rows} of a request "

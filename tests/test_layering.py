@@ -59,7 +59,7 @@ TENSORFLOW_FREE = (
     "albert_tf.text.client_sentencepiece",
     "albert_tf.export.formats",
     "albert_tf.export.head_kinds",
-    "albert_tf.export.qa_limits",
+    "albert_tf.export.qa.limits",
     "pipelines.export",
     "data_prep",
 )

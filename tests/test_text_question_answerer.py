@@ -16,9 +16,9 @@ import pytest
 
 from albert_tf import AlbertConfig
 from albert_tf.export import ExportConfig, export_model, serving_head
-from albert_tf.export.qa_keras import AlbertTextQuestionAnswerer, write_text_question_answerer
-from albert_tf.export.qa_text import QaSettings
-from albert_tf.export.qa_verify import PROBE_QUESTIONS, answer_differences, python_path_answers
+from albert_tf.export.qa.keras_model import AlbertTextQuestionAnswerer, write_text_question_answerer
+from albert_tf.export.qa.text import QaSettings
+from albert_tf.export.qa.verify import PROBE_QUESTIONS, answer_differences, python_path_answers
 from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1
 from albert_tf.modeling.heads.squad_v2 import AlbertSquadV2
 from albert_tf.tasks.squad.examples import SquadExample

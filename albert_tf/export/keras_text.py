@@ -9,7 +9,7 @@ published it is reloaded as a user would (`keras.saving.load_model`, safe mode) 
 the export's texts, single and pairs: its ids must equal `AlbertTokenizer`'s exactly, its
 probabilities the Keras model's on those ids (the format's `RelativeDiffLimit`), its labels the
 names of their argmax. A SQuAD head's file is an `AlbertTextQuestionAnswerer`
-(`albert_tf.export.qa_keras`, the text-in QA SavedModel's graph, with the export's `QaSettings`),
+(`albert_tf.export.qa.keras_model`, the text-in QA SavedModel's graph, with the export's `QaSettings`),
 checked as that SavedModel is: the same answers and n-best lists as the Python path on the probe
 questions and the settings' verification file.
 """
@@ -95,8 +95,8 @@ def verify(path: str, head, tokenizer, max_seq_length: int, texts, thresholds, l
 
 def verify_question_answerer(path: str, head, tokenizer, max_seq_length: int, settings) -> dict:
     """Reload the `.keras` QA model at `path` and compare its answers with the Python path's
-    (`qa_verify`), as the text-in SavedModel's are compared."""
-    from albert_tf.export import qa_verify
+    (`qa.verify`), as the text-in SavedModel's are compared."""
+    from albert_tf.export.qa import verify as qa_verify
 
     model = keras.saving.load_model(path, compile=False, safe_mode=True)
     examples = qa_verify.verification_examples(settings)
@@ -116,8 +116,8 @@ def verify_question_answerer(path: str, head, tokenizer, max_seq_length: int, se
 
 
 def _build_question_answerer(job) -> dict[str, str]:
-    from albert_tf.export.qa_keras import AlbertTextQuestionAnswerer
-    from albert_tf.export.qa_text import QaSettings
+    from albert_tf.export.qa.keras_model import AlbertTextQuestionAnswerer
+    from albert_tf.export.qa.text import QaSettings
     from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
     head, config = job.head, job.config

@@ -5,7 +5,7 @@ Layout under `output_dir` (TF Serving reads `<name>/<version>/`):
     <model_name>/<version>/                ids SavedModel: stock TF ops only
     <model_name>_preprocessing/<version>/  text -> ids SavedModel (+ tensorflow-text ops)
     <model_name>_text/<version>/           text -> outputs SavedModel (+ tensorflow-text ops;
-                                           SQuAD heads: question, context -> answer, `qa_text`)
+                                           SQuAD heads: question, context -> answer, `qa.text`)
     <model_name>_tflite/<version>/         <model_name>_{fp32,fp16,int8_dynamic,int8,
                                                          int8_integer_only}.tflite
     <model_name>_keras/<version>/          <model_name>_text.keras: a classifier taking raw
@@ -31,8 +31,8 @@ from albert_tf.export import data as export_data
 from albert_tf.export import app_metadata, formats, publish
 from albert_tf.export.app_metadata import AppMetadataSettings
 from albert_tf.export.parity import ParityThresholds
-from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
-from albert_tf.export.qa_text import QaSettings
+from albert_tf.export.qa.limits import DEFAULT_MAX_TEXT_BYTES
+from albert_tf.export.qa.text import QaSettings
 from albert_tf.export.savedmodel import ServingHead
 from albert_tf.output_dirs import disk_size
 from albert_tf.text.tokenization import AlbertTokenizer

@@ -8,7 +8,7 @@ sequence and pooled outputs), `mlm` (+ `masked_lm_positions` -> `mlm_logits`) an
 The text models wrap `AlbertPreprocessingLayer` (tensorflow-text ops, which the stock TF Serving
 model server links, `serving_ops`): a preprocessing model (strings -> the three id tensors) and an
 end-to-end model (strings -> the head's outputs), each with `serving_default` (`text`) and `pairs`
-(`text_a`, `text_b`). Their requests are checked before tokenization (`qa_inputs.bounded_texts`):
+(`text_a`, `text_b`). Their requests are checked before tokenization (`qa.inputs.bounded_texts`):
 at most `max_text_bytes` UTF-8 bytes per field, all rows together, and valid UTF-8; the limit is
 stored in the models (`TEXT_SETTINGS_FILE` among their assets) and in the export report. `build`
 makes them all for the `saved_model` format (`formats.SAVED_MODEL`).
@@ -36,8 +36,8 @@ from albert_tf.export.parity import (
     merge_figures,
     parity_figures,
 )
-from albert_tf.export.qa_inputs import bounded_texts, requests_within, same_batch_size, string_batch
-from albert_tf.export.qa_limits import DEFAULT_MAX_TEXT_BYTES
+from albert_tf.export.qa.inputs import bounded_texts, requests_within, same_batch_size, string_batch
+from albert_tf.export.qa.limits import DEFAULT_MAX_TEXT_BYTES
 from albert_tf.export.serving_ops import non_stock_ops, tf_serving_failures
 from albert_tf.export.signatures import serving_functions
 from albert_tf.modeling.model import BACKBONE_INPUTS
@@ -147,7 +147,7 @@ def text_functions(
     three id tensors (`head` None) or to the head's `serving_default` outputs, plus `label` (the
     predicted class's name) where `label_names` are given. A request holding more than
     `max_text_bytes` UTF-8 bytes in a field, or text that is not UTF-8, is refused before
-    tokenization (`qa_inputs.bounded_texts`)."""
+    tokenization (`qa.inputs.bounded_texts`)."""
 
     def finish(features):
         if head is None:

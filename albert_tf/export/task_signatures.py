@@ -212,10 +212,10 @@ def race_from_tf1(
 
 
 def qa_text_models(head, config, tokenizer, assets, staging, artifacts) -> dict[str, str]:
-    """The SQuAD heads' text-in SavedModel (`qa_verify.build_qa_text_model`) as the `text`
+    """The SQuAD heads' text-in SavedModel (`qa.verify.build_qa_text_model`) as the `text`
     artifact, with `config.qa` (or the default `QaSettings` at `config.max_text_bytes`)."""
     # Imported here: it imports savedmodel, which imports the registry, which imports this module.
-    from albert_tf.export import qa_text, qa_verify
+    from albert_tf.export.qa import text as qa_text, verify as qa_verify
 
     settings = config.qa or qa_text.QaSettings(max_context_bytes=config.max_text_bytes)
     return qa_verify.build_qa_text_model(

@@ -67,7 +67,7 @@ class SquadFinetuneTask(TaskBase):
       settings: the job's `SquadConfig` (with `train_step` set to train: `with_schedule`).
       tokenizer: the SentencePiece tokenizer; built from `settings` when not given.
       write_text_model: `(export_dir, model, settings)` writing the bundle's text-in model
-        (the export stage's `qa_keras.write_text_question_answerer`, which this layer cannot
+        (the export stage's `qa.keras_model.write_text_question_answerer`, which this layer cannot
         import); None: the bundle has the ids-in model only.
 
     Example:

@@ -42,7 +42,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from albert_tf.export.ragged_rows import convert_index, first_at_or_after, row_cumsum, row_totals
+from albert_tf.export.qa.ragged_rows import convert_index, first_at_or_after, row_cumsum, row_totals
 from albert_tf.tasks.squad.alignment import MIN_MATCH_FRACTION
 
 # The per-code-point table behind the layer's own `normalize`, so that lengths agree with it.

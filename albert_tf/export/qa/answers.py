@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.export.ragged_rows import first_at_or_after, last_at_or_before
+from albert_tf.export.qa.ragged_rows import first_at_or_after, last_at_or_before
 from albert_tf.tasks.squad.postprocess_v1 import V1_FALLBACK
 from albert_tf.tasks.squad.postprocess_v2 import NULL_SCORE_START, V2_FALLBACK
 
@@ -34,7 +34,7 @@ def span_candidates(
     """The valid (start, end) candidates of every window, in window then column order.
 
     Args:
-        windows: from `qa_windows.build_windows`.
+        windows: from `windows.build_windows`.
         starts, ends: int [W, C] positions in the window of each candidate's start and end.
         start_scores, end_scores: float [W, C] their scores.
         max_answer_length: longest answer in pieces.
@@ -135,7 +135,7 @@ def nbest_lists(
 
     Args:
         candidates: from `span_candidates`.
-        pieces: from `qa_offsets.ContextPieces` (`start_char`, `end_char`, `codes`, `is_space`).
+        pieces: from `offsets.ContextPieces` (`start_char`, `end_char`, `codes`, `is_space`).
         n_best_size: entries kept per question.
         fallback: (text, start score, end score) of a question with no candidate.
 

@@ -2,9 +2,9 @@
 
 `serving_default(question, context)` (string [B] each, contexts of any length) runs the Python
 path (`read_squad_examples` -> `convert_examples_to_features` -> model -> `postprocess_v1/v2`)
-in-graph: `qa_offsets` tokenizes each context and maps its pieces back to context characters,
-`qa_windows` builds the windows, the SQuAD model scores them a step of windows at a time
-(`qa_scoring`), and `qa_answers`
+in-graph: `offsets` tokenizes each context and maps its pieces back to context characters,
+`windows` builds the windows, the SQuAD model scores them a step of windows at a time
+(`scoring`), and `answers`
 keeps the n-best lists. Outputs per question: `answer` (string), `score` (start + end score of the
 best span), `probability` (its softmax share of the n-best list) and the list itself
 (`nbest_text`, `nbest_score`, `nbest_probability` [B, n_best_size], `nbest_size`); v2 adds
@@ -12,9 +12,9 @@ best span), `probability` (its softmax share of the n-best list) and the list it
 (null odds >= the threshold stored in the model, in which case `answer` is "").
 
 Memory follows what a request must hold: its contexts' code points, pieces and windows (linear in
-its text), one step of windows' activations (`qa_scoring`) and one step of candidate texts
-(`qa_answers.nbest_lists`); about 250 bytes per byte of context (benchmarks/qa_serving_memory.py).
-Requests are checked before any work (`qa_inputs.checked_requests`): strings [B] of one batch
+its text), one step of windows' activations (`scoring`) and one step of candidate texts
+(`answers.nbest_lists`); about 250 bytes per byte of context (benchmarks/qa_serving_memory.py).
+Requests are checked before any work (`inputs.checked_requests`): strings [B] of one batch
 size, valid UTF-8, and at most `max_context_bytes` of context (and of question) text in all.
 
 The graph needs tensorflow-text ops (as the other text models), which the stock TF Serving model
@@ -29,12 +29,12 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.export.qa_answers import FALLBACKS, nbest_lists, null_scores
-from albert_tf.export.qa_inputs import checked_requests
-from albert_tf.export.qa_limits import DEFAULT_MAX_CONTEXT_BYTES
-from albert_tf.export.qa_offsets import ContextPieces
-from albert_tf.export.qa_scoring import scored_candidates, windows_per_step
-from albert_tf.export.qa_windows import build_windows
+from albert_tf.export.qa.answers import FALLBACKS, nbest_lists, null_scores
+from albert_tf.export.qa.inputs import checked_requests
+from albert_tf.export.qa.limits import DEFAULT_MAX_CONTEXT_BYTES
+from albert_tf.export.qa.offsets import ContextPieces
+from albert_tf.export.qa.scoring import scored_candidates, windows_per_step
+from albert_tf.export.qa.windows import build_windows
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
 QA_HEADS = ("squad_v1", "squad_v2")
@@ -52,7 +52,7 @@ class QaSettings:
         max_answer_length: longest answer, in pieces.
         null_score_diff_threshold: v2: "no answer" where null odds >= this.
         verification_file: a SQuAD json whose questions the exported model must answer like the
-            Python path (besides `qa_verify.PROBE_QUESTIONS`); None: the probes only.
+            Python path (besides `verify.PROBE_QUESTIONS`); None: the probes only.
         max_context_bytes: the most UTF-8 bytes of contexts (and of questions) one request may
             hold, all its rows together; the model rejects a request with more (stored in it).
 
@@ -168,7 +168,7 @@ class QaTextModel:
 
     def serving_function(self) -> tf.types.experimental.GenericFunction:
         """`serving_default`: `question`, `context` string [B] -> the outputs (requests checked
-        by `qa_inputs.checked_requests`)."""
+        by `inputs.checked_requests`)."""
 
         def serve(question, context):
             question, context = checked_requests(question, context, self.settings.max_context_bytes)

@@ -18,8 +18,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.export.qa_inputs import requests_within
-from albert_tf.export.qa_text import QA_SETTINGS_FILE, QaSettings, QaTextModel, save_qa_text_model
+from albert_tf.export.qa.inputs import requests_within
+from albert_tf.export.qa.text import QA_SETTINGS_FILE, QaSettings, QaTextModel, save_qa_text_model
 from albert_tf.export.serving_ops import tf_serving_failures
 from albert_tf.tasks.squad.examples import SquadExample, read_squad_examples
 from albert_tf.tasks.squad.features import convert_examples_to_features

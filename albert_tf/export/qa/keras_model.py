@@ -1,6 +1,6 @@
 """`AlbertTextQuestionAnswerer`: a `.keras` SQuAD model that takes a question and a context as
 strings and returns the answer text, as the text-in QA SavedModel does (the same graph,
-`qa_text.QaTextModel`, with the SentencePiece model inside the file):
+`text.QaTextModel`, with the SentencePiece model inside the file):
 
     model = keras.saving.load_model("squad_text.keras")   # after `import albert_tf`
     model.predict({"question": ["Who did it?"], "context": ["Rollo did it in 911."]})["answer"]
@@ -22,8 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.export.loading import serving_head
-from albert_tf.export.qa_inputs import checked_requests
-from albert_tf.export.qa_text import QA_HEADS, QaSettings, QaTextModel
+from albert_tf.export.qa.inputs import checked_requests
+from albert_tf.export.qa.text import QA_HEADS, QaSettings, QaTextModel
 from albert_tf.modeling.heads.text_classifier import string_batch
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 

@@ -4,7 +4,7 @@ A long context has thousands of windows. Scored in one batch, the model's activa
 top starts x top ends of every window) would all be held at once, which grows with the context
 times the model's size; here a loop scores `windows_per_step` windows at a time, one step after
 the other, and keeps only what post-processing needs of each: its valid span candidates
-(`qa_answers.span_candidates`) and, for v2, its `cls_logits`. Peak memory is then the windows
+(`answers.span_candidates`) and, for v2, its `cls_logits`. Peak memory is then the windows
 and candidates (linear in the context) plus one step's activations.
 
 Scores of a window do not depend on the other windows of its step (inference: no dropout, no
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.export.qa_answers import v1_candidates, v2_candidates
+from albert_tf.export.qa.answers import v1_candidates, v2_candidates
 
 # About this many bytes of activations per step (float32 attention scores and probabilities,
 # feed-forward and hidden states of one layer): a few hundred MB at most with TensorFlow's copies.
@@ -48,7 +48,7 @@ def scored_candidates(
     """Score `windows` `step` at a time with `head` (a `squad_v1` / `squad_v2` ServingHead).
 
     Returns the valid candidates of every window, in window then column order, as
-    `qa_answers.span_candidates` gives them (flat [N]), and for v2 the `cls_logits` of every
+    `answers.span_candidates` gives them (flat [N]), and for v2 the `cls_logits` of every
     window ([W]; None for v1).
     """
     names = head.signature_inputs["serving_default"]
