@@ -28,6 +28,7 @@ disk or a refused write (status 1), and on SIGINT / SIGTERM (status 130 / 143). 
 question-answering model (question, context -> answer; see albert_tf/export/qa/text.py).
 """
 
+import dataclasses
 import pathlib
 import sys
 
@@ -39,10 +40,25 @@ from pipelines import _cli  # first: TensorFlow's log level must be set before i
 from pipelines import _config_flags
 from absl import app, flags, logging
 
-# Neither loads TensorFlow: `--help` lists the heads and formats at once.
-from albert_tf.export.formats import REGISTRY as FORMATS
-from albert_tf.export.head_kinds import HEAD_KINDS
-from albert_tf.export.qa.limits import DEFAULT_MAX_TEXT_BYTES
+# The heads' registry, which the flags list, is built with TensorFlow: loaded here first, without
+# its start-up noise.
+_cli.import_tensorflow_quietly()
+
+from albert_tf.checkpoints.hf import resolve_do_lower_case, resolve_spm_model_file  # noqa: E402
+from albert_tf.checkpoints.hf_format import warn_if_tokenizer_differs  # noqa: E402
+from albert_tf.config import AlbertConfig, check_preset_or_file, check_preset_vocab  # noqa: E402
+from albert_tf.export import ExportConfig, export_model, load_serving_head  # noqa: E402
+from albert_tf.export.app_metadata import (  # noqa: E402
+    default_max_seq_length,
+    settings_beside,
+    settings_of_hf,
+    with_label_names,
+)
+from albert_tf.export.formats import REGISTRY as FORMATS  # noqa: E402
+from albert_tf.export.heads import REGISTRY as HEADS  # noqa: E402
+from albert_tf.export.qa.inputs import DEFAULT_MAX_TEXT_BYTES  # noqa: E402
+from albert_tf.export.qa.text import QA_HEADS, QaSettings  # noqa: E402
+from albert_tf.finetuning.bundle_manifest import bundle_manifest  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -109,8 +125,8 @@ flags.DEFINE_string(
 flags.DEFINE_enum(
     "head",
     "pretrainer",
-    list(HEAD_KINDS),
-    " ".join(f"{name}: {summary}" for name, summary in HEAD_KINDS.items()),
+    list(HEADS),
+    " ".join(f"{name}: {spec.summary}" for name, spec in HEADS.items()),
 )
 flags.DEFINE_bool(
     "tflite_metadata",
@@ -197,8 +213,6 @@ def head_of_bundle(manifest: dict) -> str | None:
 def take_bundle_defaults() -> None:
     """Sets the flags not given to what the fine-tuning bundle beside --keras_model recorded
     (its head, tokenizer, casing, sequence length, SQuAD windows), saying which in one line."""
-    from albert_tf.finetuning.bundle_manifest import bundle_manifest
-
     manifest = bundle_manifest(FLAGS.keras_model) or {}
     recorded = {name: manifest.get(name) for name in BUNDLE_FLAGS}
     recorded["head"] = head_of_bundle(manifest)
@@ -216,18 +230,6 @@ def take_bundle_defaults() -> None:
 
 def main(argv):
     del argv
-    import dataclasses
-
-    from albert_tf.config import AlbertConfig, check_preset_or_file, check_preset_vocab
-    from albert_tf.export import ExportConfig, export_model, load_serving_head
-    from albert_tf.export.app_metadata import (
-        default_max_seq_length,
-        settings_beside,
-        settings_of_hf,
-        with_label_names,
-    )
-    from albert_tf.export.qa.text import QA_HEADS, QaSettings
-
     sources = (FLAGS.keras_model, FLAGS.tf1_checkpoint, FLAGS.hf_model)
     if sum(map(bool, sources)) != 1:
         raise app.UsageError("give exactly one of --keras_model, --tf1_checkpoint or --hf_model")
@@ -247,9 +249,6 @@ def main(argv):
     )
     spm_model_file, do_lower_case = FLAGS.spm_model_file, FLAGS.do_lower_case
     if FLAGS.hf_model:
-        from albert_tf.checkpoints.hf import resolve_do_lower_case, resolve_spm_model_file
-        from albert_tf.checkpoints.hf_format import warn_if_tokenizer_differs
-
         warn_if_tokenizer_differs(FLAGS.hf_model)
         spm_model_file = resolve_spm_model_file(spm_model_file, FLAGS.hf_model)
         do_lower_case = resolve_do_lower_case(do_lower_case, FLAGS.hf_model)

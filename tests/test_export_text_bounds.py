@@ -15,7 +15,7 @@ import tensorflow as tf
 import albert_tf.text.tf_tokenization  # noqa: F401  (registers the tf-text ops to load the models)
 from albert_tf import AlbertConfig
 from albert_tf.export import ExportConfig, export_model, serving_head
-from albert_tf.export.qa.limits import DEFAULT_MAX_TEXT_BYTES
+from albert_tf.export.qa.inputs import DEFAULT_MAX_TEXT_BYTES
 from albert_tf.export.qa.text import QaSettings
 from albert_tf.export.savedmodel import TEXT_SETTINGS_FILE
 from albert_tf.modeling.heads.classifier import AlbertClassifier

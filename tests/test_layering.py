@@ -57,10 +57,6 @@ TENSORFLOW_FREE = (
     "albert_tf.text.pairs",
     "albert_tf.text.tokenization",
     "albert_tf.text.client_sentencepiece",
-    "albert_tf.export.formats",
-    "albert_tf.export.head_kinds",
-    "albert_tf.export.qa.limits",
-    "pipelines.export",
     "data_prep",
 )
 HEAVY = ("tensorflow", "keras", "keras_hub", "tensorflow_text")

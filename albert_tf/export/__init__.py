@@ -1,7 +1,7 @@
 """Export stage: SavedModels for TF Serving and TFLite variants, checked against the Keras model.
 
-The format registry (`formats`) and the head kinds (`head_kinds`) load without TensorFlow; the
-names below load what they need when first used (PEP 562).
+The format registry is `formats`, the head registry `heads`; the names below load what they need
+when first used (PEP 562).
 """
 
 from albert_tf import lazy_attributes

@@ -6,9 +6,6 @@ published (`artifacts`), and for a TFLite format how the converter runs (`Tflite
 quantization, whether it is calibrated on representative examples, and steps run on the converted
 model before it is verified, such as attaching metadata). The pipeline validates, stages, gates and
 publishes from the spec alone, so a new format is one more entry here.
-
-Importing this module loads no TensorFlow (the builders import theirs when they run):
-`pipelines/export.py --help` lists the formats from it at once.
 """
 
 from __future__ import annotations
@@ -18,6 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from albert_tf.export import app_metadata, keras_text, savedmodel, tflite
 from albert_tf.export.parity import Int8Limit, ParityThresholds, RelativeDiffLimit
 
 REPORT = "report"  # the report's key among `destinations` (the version's manifest, written last)
@@ -199,45 +197,16 @@ class ExportJob:
         return self.config.thresholds
 
 
-def build_saved_model(job: ExportJob, spec: FormatSpec) -> dict[str, str]:
-    """The ids SavedModel and, with a tokenizer, the text ones (`savedmodel.build`)."""
-    from albert_tf.export import savedmodel
-
-    return savedmodel.build(job, spec)
-
-
-def build_tflite(job: ExportJob, spec: FormatSpec) -> dict[str, str]:
-    """One TFLite file by `spec.tflite` (`tflite.build`)."""
-    from albert_tf.export import tflite
-
-    return tflite.build(job, spec)
-
-
-def build_keras_text(job: ExportJob, spec: FormatSpec) -> dict[str, str]:
-    """The text `.keras` classifier (`keras_text.build`)."""
-    from albert_tf.export import keras_text
-
-    return keras_text.build(job, spec)
-
-
-def attach_app_metadata(model: bytes, job: ExportJob, artifact: str) -> tuple[bytes, dict]:
-    """The post-processing step of every TFLite format: metadata for on-device clients
-    (`app_metadata.attach`)."""
-    from albert_tf.export import app_metadata
-
-    return app_metadata.attach(model, job, artifact)
-
-
 def tflite_format(variant: str, summary: str, parity, recipe: TfliteRecipe) -> FormatSpec:
     """The TFLite format `tflite_<variant>`: one file, `<name>_tflite/<version>/<name>_<variant>.tflite`,
-    converted by `recipe`, given its on-device clients' metadata (`attach_app_metadata`) and gated
+    converted by `recipe`, given its on-device clients' metadata (`app_metadata.attach`) and gated
     by `parity` (a `RelativeDiffLimit` or `Int8Limit`)."""
     name = f"tflite_{variant}"
-    recipe = dataclasses.replace(recipe, post_process=(*recipe.post_process, attach_app_metadata))
+    recipe = dataclasses.replace(recipe, post_process=(*recipe.post_process, app_metadata.attach))
     return FormatSpec(
         name=name,
         summary=summary,
-        build=build_tflite,
+        build=tflite.build,
         artifacts={name: Destination("{name}_tflite", f"{{name}}_{variant}.tflite")},
         parity=parity,
         tflite=recipe,
@@ -248,7 +217,7 @@ SAVED_MODEL = FormatSpec(
     name="saved_model",
     summary="SavedModels for TF Serving: ids in (stock TF ops only); with --spm_model_file also "
     "text -> ids and text -> outputs (tensorflow-text ops; SQuAD heads: question, context -> answer)",
-    build=build_saved_model,
+    build=savedmodel.build,
     artifacts={
         "saved_model": Destination("{name}"),
         "preprocessing": Destination("{name}_preprocessing"),
@@ -262,7 +231,7 @@ KERAS_TEXT = FormatSpec(
     summary="a .keras model taking raw strings (tokenization in the graph, the SentencePiece "
     "model inside) for keras.saving.load_model: a classifier (probabilities and label names "
     "out) or a SQuAD model (question and context in, answers out); with --spm_model_file",
-    build=build_keras_text,
+    build=keras_text.build,
     artifacts={"keras_text": Destination("{name}_keras", "{name}_text.keras")},
     parity=RelativeDiffLimit("saved_model_relative_diff"),
     text_artifacts=("keras_text",),

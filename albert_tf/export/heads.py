@@ -4,8 +4,8 @@ A spec holds everything the export does differently per head: how a Keras model 
 it, the signatures it serves (inputs, outputs, and how the model computes them), and which outputs
 the int8 parity gates read. `ServingHead`, `serving_head`, the parity figures and the TFLite
 conversion look the spec up, and `loading.load_serving_head` builds a head's model from an
-original TF1 checkpoint with it; a new head is one more entry here, its line in
-`head_kinds.HEAD_KINDS` (names and summaries, read without TensorFlow) and its model. Heads whose
+original TF1 checkpoint with it; a new head is one more entry here (`--head` lists its name and
+summary) and its model. Heads whose
 inputs are not the three [batch, seq] ids (SQuAD v2's `p_mask`, RACE's [batch, choices, seq]) also
 say their shapes and how generic verification examples become theirs (`task_signatures`); the
 SQuAD heads add a text-in question-answering model.
@@ -20,7 +20,6 @@ import keras
 
 from albert_tf.checkpoints.tf1 import load_tf1_checkpoint
 from albert_tf.export import task_signatures as task
-from albert_tf.export.head_kinds import HEAD_KINDS
 from albert_tf.modeling.model import BACKBONE_INPUTS
 
 POSITIONS = "masked_lm_positions"
@@ -63,6 +62,7 @@ class HeadSpec:
 
     Args:
         name: the head kind (`--head`, the report's `head`).
+        summary: one line on what the head serves (`export.py --help`).
         check: raises ValueError, naming what is missing, unless a Keras model can serve the head.
         signatures: {name: `Signature`}, in conversion order; `serving_default` takes the
             backbone's inputs first (`serve_examples` and the text models feed it those), then
@@ -81,11 +81,10 @@ class HeadSpec:
         text_models: (head, export config, tokenizer, assets, staging, artifacts) -> {artifact:
             staged path}: builds and verifies the head's own text-in SavedModels in place of the
             generic ones; None: the generic ones.
-        summary: one line on what the head serves (`export.py --help`); default: its entry in
-            `head_kinds.HEAD_KINDS`.
     """
 
     name: str
+    summary: str
     check: Callable[[keras.Model], None]
     signatures: Mapping[str, Signature]
     parity: ParityKeys
@@ -95,11 +94,10 @@ class HeadSpec:
     from_tf1: Callable[..., keras.Model] | None = None
     tflite_signatures: tuple[str, ...] | None = None
     text_models: Callable[..., dict] | None = None
-    summary: str = ""
 
     def __post_init__(self):
-        if not self.summary:
-            object.__setattr__(self, "summary", HEAD_KINDS.get(self.name, ""))
+        if not self.summary.strip():
+            raise ValueError(f"head {self.name!r}: say in its summary what it serves")
         default = self.signatures.get("serving_default")
         if default is None or default.inputs[: len(BACKBONE_INPUTS)] != BACKBONE_INPUTS:
             raise ValueError(f"head {self.name!r}: serving_default must take {BACKBONE_INPUTS}")
@@ -166,6 +164,7 @@ def _pretrainer_from_tf1(checkpoint: str, config, **model_options) -> keras.Mode
 # An `AlbertPretrainer`: `mlm_logits` [B, P, V] at `masked_lm_positions`, `sop_logits` [B, 2].
 PRETRAINER = HeadSpec(
     name="pretrainer",
+    summary="serves sequence/pooled outputs, mlm, sop.",
     check=_check_pretrainer,
     signatures={
         "serving_default": Signature(
@@ -199,6 +198,7 @@ def _classifier_default(model: keras.Model, features: dict) -> dict:
 # `probabilities` [B, C] (e.g. `AlbertClassifier`).
 CLASSIFIER = HeadSpec(
     name="classifier",
+    summary="a Keras model returning `probabilities`.",
     check=_check_classifier,
     signatures={
         "serving_default": Signature(BACKBONE_INPUTS, ("probabilities",), _classifier_default)
@@ -209,6 +209,7 @@ CLASSIFIER = HeadSpec(
 # `AlbertSquadV1` or any model like it: `start_logits`, `end_logits` [B, T] for every position.
 SQUAD_V1 = HeadSpec(
     name="squad_v1",
+    summary="SQuAD v1.1 start/end logits (a text-in QA model with --spm_model_file).",
     check=task.check_squad_v1,
     signatures={
         "serving_default": Signature(
@@ -223,6 +224,7 @@ SQUAD_V1 = HeadSpec(
 # `AlbertSquadV2`: the beam from the ids and `p_mask`; TFLite serves the beam's logits.
 SQUAD_V2 = HeadSpec(
     name="squad_v2",
+    summary="SQuAD v2.0 beam and cls_logits, p_mask input (a text-in QA model likewise).",
     check=task.check_squad_v2,
     signatures={
         "serving_default": Signature(
@@ -245,6 +247,7 @@ SQUAD_V2 = HeadSpec(
 # from probabilities; serving those too would make its outputs fit the classifier's parity keys).
 RACE = HeadSpec(
     name="race",
+    summary="RACE multiple choice: [batch, choices, seq] ids -> logits over the choices.",
     check=task.check_race,
     signatures={"serving_default": Signature(BACKBONE_INPUTS, ("logits",), task.race_default)},
     parity=ParityKeys(top1="logits", cosine="logits"),
@@ -260,10 +263,6 @@ HEADS = tuple(REGISTRY)  # the kinds registered here (`--head`'s choices)
 # `loading.load_serving_head` builds this head from an original pretraining checkpoint; the other
 # heads with `from_tf1`, from fine-tuned ones.
 TF1_PRETRAINING_HEAD = "pretrainer"
-if HEADS != tuple(HEAD_KINDS):
-    raise ValueError(
-        f"registered heads {HEADS} differ from head_kinds.HEAD_KINDS {tuple(HEAD_KINDS)}"
-    )
 
 
 def head_spec(kind: str) -> HeadSpec:

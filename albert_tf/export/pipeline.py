@@ -31,7 +31,7 @@ from albert_tf.export import data as export_data
 from albert_tf.export import app_metadata, formats, publish
 from albert_tf.export.app_metadata import AppMetadataSettings
 from albert_tf.export.parity import ParityThresholds
-from albert_tf.export.qa.limits import DEFAULT_MAX_TEXT_BYTES
+from albert_tf.export.qa.inputs import DEFAULT_MAX_TEXT_BYTES
 from albert_tf.export.qa.text import QaSettings
 from albert_tf.export.savedmodel import ServingHead
 from albert_tf.output_dirs import disk_size

@@ -36,8 +36,13 @@ from albert_tf.export.parity import (
     merge_figures,
     parity_figures,
 )
-from albert_tf.export.qa.inputs import bounded_texts, requests_within, same_batch_size, string_batch
-from albert_tf.export.qa.limits import DEFAULT_MAX_TEXT_BYTES
+from albert_tf.export.qa.inputs import (
+    DEFAULT_MAX_TEXT_BYTES,
+    bounded_texts,
+    requests_within,
+    same_batch_size,
+    string_batch,
+)
 from albert_tf.export.serving_ops import non_stock_ops, tf_serving_failures
 from albert_tf.export.signatures import serving_functions
 from albert_tf.modeling.model import BACKBONE_INPUTS

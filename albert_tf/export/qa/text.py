@@ -31,7 +31,7 @@ import tensorflow as tf
 
 from albert_tf.export.qa.answers import FALLBACKS, nbest_lists, null_scores
 from albert_tf.export.qa.inputs import checked_requests
-from albert_tf.export.qa.limits import DEFAULT_MAX_CONTEXT_BYTES
+from albert_tf.export.qa.inputs import DEFAULT_MAX_CONTEXT_BYTES
 from albert_tf.export.qa.offsets import ContextPieces
 from albert_tf.export.qa.scoring import scored_candidates, windows_per_step
 from albert_tf.export.qa.windows import build_windows
