@@ -48,10 +48,6 @@ TENSORFLOW_FREE = (
     "albert_tf.settings",
     "albert_tf.stopping",
     "albert_tf.registration",
-    # The settings the CLIs define their flags from (`--help` loads no TensorFlow).
-    "albert_tf.tasks.glue.config",
-    "albert_tf.tasks.squad.config",
-    "albert_tf.tasks.race.config",
     "albert_tf.training.pretraining_options",
     "albert_tf.text.ngrams",
     "albert_tf.text.pairs",

@@ -1,12 +1,17 @@
 """The settings every fine-tuning task shares (the original scripts' flags of the same names and
-defaults, and `hf_model`): a task's settings dataclass adds its own to `FinetuneSettings`. No
-TensorFlow: the CLIs define their flags from here."""
+defaults, and `hf_model`): a task's settings dataclass adds its own to `FinetuneSettings`; the
+CLIs define their flags from here."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 
+from albert_tf.checkpoints.hf_format import (
+    resolve_do_lower_case,
+    resolve_spm_model_file,
+    warn_if_tokenizer_differs,
+)
 from albert_tf.config import PRESET_HELP, PRESETS, check_preset_or_file
 from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, setting
 
@@ -104,14 +109,6 @@ class FinetuneSettings:
                 "the initial weights: give one of them"
             )
         if self.hf_model:
-            # Here, not at the top: the CLIs define their flags from this module without
-            # loading TensorFlow, which the checkpoints stage does.
-            from albert_tf.checkpoints.hf_format import (
-                resolve_do_lower_case,
-                resolve_spm_model_file,
-                warn_if_tokenizer_differs,
-            )
-
             warn_if_tokenizer_differs(self.hf_model)
             self.spm_model_file = resolve_spm_model_file(self.spm_model_file, self.hf_model)
             self.do_lower_case = resolve_do_lower_case(self.do_lower_case, self.hf_model)
