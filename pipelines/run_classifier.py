@@ -25,11 +25,11 @@ sys.path.insert(
 )  # run from a checkout, uninstalled
 
 from pipelines import _cli  # noqa: F401  (first: TensorFlow's log level must be set before it loads)
+from pipelines._finetune_cli import FinetuneCli, main  # loads TensorFlow quietly: first
 from absl import app, flags, logging
 
 from albert_tf.tasks.glue.config import RECIPES, FinetuneConfig
 from pipelines import _distribution_flags
-from pipelines._finetune_cli import FinetuneCli, main  # loads TensorFlow quietly: before the task
 from albert_tf.tasks.glue import finetune as glue_finetune
 
 

@@ -26,10 +26,10 @@ sys.path.insert(
 )  # run from a checkout, uninstalled
 
 from pipelines import _cli  # noqa: F401  (first: TensorFlow's log level must be set before it loads)
+from pipelines._finetune_cli import FinetuneCli, main  # loads TensorFlow quietly: first
 from absl import flags, logging
 
 from albert_tf.tasks.squad.config import RECIPES, V2_ONLY, SquadConfig
-from pipelines._finetune_cli import FinetuneCli, main  # loads TensorFlow quietly: before the task
 from albert_tf.tasks.squad import finetune as squad_finetune
 
 
