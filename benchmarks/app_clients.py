@@ -37,7 +37,7 @@ from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 from albert_tf import AlbertConfig  # noqa: E402
 from albert_tf.export import PROBE_TEXTS, ExportConfig, export_model, serving_head  # noqa: E402
-from albert_tf.export.app_metadata import AppMetadataSettings  # noqa: E402
+from albert_tf.export.tflite.app_metadata import AppMetadataSettings  # noqa: E402
 from benchmarks.bert_qa_client import client_answers, client_inputs  # noqa: E402
 from albert_tf.modeling.heads.classifier import AlbertClassifier  # noqa: E402
 from albert_tf.modeling.heads.squad_v1 import AlbertSquadV1  # noqa: E402

@@ -44,7 +44,7 @@ def export(preset: str, out: str) -> dict[str, str]:
     from albert_tf import AlbertConfig
     from albert_tf.config import preset_shape
     from albert_tf.export import ExportConfig, export_model, serving_head
-    from albert_tf.export.app_metadata import AppMetadataSettings
+    from albert_tf.export.tflite.app_metadata import AppMetadataSettings
     from albert_tf.modeling.heads.classifier import AlbertClassifier
 
     keras.utils.set_random_seed(1)

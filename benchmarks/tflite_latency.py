@@ -5,7 +5,7 @@ Both models are ALBERT-base with the same (random, seeded) weights, copied acros
 as `pipelines/export.py` converts it (signatures serving_default + mlm + sop, builtin ops only);
 keras-hub's through Keras's own LiteRT export (`backbone.export(format="litert")`) with the same
 quantization settings; for `tflite_int8`, whose float-kept ops no converter option selects,
-through Keras's SavedModel export and the same `albert_tf.export.tflite.convert` as ours. Int8
+through Keras's SavedModel export and the same `albert_tf.export.tflite.converter.convert` as ours. Int8
 variants are calibrated on the same real sentences. Timing: LiteRT
 interpreter with its default XNNPACK delegate, `serving_default` (the encoder), batch 1, 1 and 2
 threads. Per variant, the four runners (ours and keras-hub's, 1 and 2 threads) are called in
@@ -41,7 +41,7 @@ from albert_tf.checkpoints.keras_hub import to_keras_hub
 from albert_tf.export.data import examples_from_text
 from albert_tf.export.savedmodel import ServingHead
 from albert_tf.export.formats import REGISTRY as FORMATS
-from albert_tf.export.tflite import (
+from albert_tf.export.tflite.converter import (
     batch1_runner,
     convert,
     interleaved_latency,
@@ -76,7 +76,7 @@ flags.DEFINE_string(
     "SentencePiece model of the corpus.",
 )
 
-# Keras LiteRT export kwargs, the same settings `albert_tf.export.tflite.convert` uses.
+# Keras LiteRT export kwargs, the same settings `albert_tf.export.tflite.converter.convert` uses.
 HUB_QUANTIZATION = {
     "tflite_fp32": {},
     "tflite_fp16": {

@@ -48,7 +48,7 @@ from albert_tf.checkpoints.hf import resolve_do_lower_case, resolve_spm_model_fi
 from albert_tf.checkpoints.hf_format import warn_if_tokenizer_differs  # noqa: E402
 from albert_tf.config import AlbertConfig, check_preset_or_file, check_preset_vocab  # noqa: E402
 from albert_tf.export import ExportConfig, export_model, load_serving_head  # noqa: E402
-from albert_tf.export.app_metadata import (  # noqa: E402
+from albert_tf.export.tflite.app_metadata import (  # noqa: E402
     default_max_seq_length,
     settings_beside,
     settings_of_hf,

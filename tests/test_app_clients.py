@@ -21,7 +21,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import AlbertConfig
 from albert_tf.export import PROBE_TEXTS, ExportConfig, export_model, serving_head
-from albert_tf.export.app_metadata import AppMetadataSettings
+from albert_tf.export.tflite.app_metadata import AppMetadataSettings
 from benchmarks.bert_qa_client import client_answers, client_inputs, near_tie
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa.verify import PROBE_QUESTIONS

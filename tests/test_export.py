@@ -20,7 +20,7 @@ from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export import ExportConfig, export_model, serving_head
 from albert_tf.export.data import examples_from_text
 from albert_tf.export.parity import ParityThresholds
-from albert_tf.export.tflite import op_names
+from albert_tf.export.tflite.converter import op_names
 from albert_tf.text.tokenization import AlbertTokenizer
 from albert_tf.tolerance import scaled_limit
 from tests.tolerances import SAME_MODEL, assert_close_to_scale

@@ -12,7 +12,8 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 
 from albert_tf import AlbertConfig, AlbertPretrainer
-from albert_tf.export import ExportConfig, app_metadata, export_model, formats, heads, serving_head
+from albert_tf.export import ExportConfig, export_model, formats, heads, serving_head
+from albert_tf.export.tflite import app_metadata
 from albert_tf.export.parity import Int8Limit, ParityThresholds, RelativeDiffLimit
 from tests.model_configs import MICRO
 from tests.tolerances import assert_close_to_scale

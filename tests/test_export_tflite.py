@@ -16,7 +16,7 @@ from albert_tf.export import ExportConfig, ParityError, export_model, serving_he
 from albert_tf.export.data import examples_from_text, random_examples
 from albert_tf.export.formats import REGISTRY, parity_failures
 from albert_tf.export.parity import ParityThresholds, parity_figures
-from albert_tf.export.tflite import convert, non_builtin_ops, op_names
+from albert_tf.export.tflite.converter import convert, non_builtin_ops, op_names
 from albert_tf.modeling import layers
 from albert_tf.text.tokenization import AlbertTokenizer
 from albert_tf.tolerance import scaled_limit

@@ -23,8 +23,12 @@ from albert_tf.checkpoints.hf import (
     resolve_spm_model_file,
 )
 from albert_tf.export import ExportConfig, export_model, load_serving_head
-from albert_tf.export import tflite_metadata as tm
-from albert_tf.export.app_metadata import AppMetadataSettings, settings_beside, with_label_names
+from albert_tf.export.tflite import metadata as tm
+from albert_tf.export.tflite.app_metadata import (
+    AppMetadataSettings,
+    settings_beside,
+    with_label_names,
+)
 from albert_tf.finetuning.bundle_manifest import bundle_manifest
 from albert_tf.tasks.glue import finetune as glue_finetune
 from albert_tf.tasks.glue.config import FinetuneConfig

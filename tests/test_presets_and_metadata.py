@@ -23,7 +23,7 @@ from albert_tf.config import (
     config_from_preset_or_file,
     preset_shape,
 )
-from albert_tf.export.app_metadata import (
+from albert_tf.export.tflite.app_metadata import (
     AppMetadataSettings,
     check_before_export,
     check_text_inputs,
@@ -252,7 +252,7 @@ def test_unknown_classifiers_pass_where_no_metadata_would_be_written():
 def test_the_export_cli_refuses_an_unknown_classifier_unless_told_it_takes_one_text(tmp_path):
     import keras
 
-    from albert_tf.export import tflite_metadata as tm
+    from albert_tf.export.tflite import metadata as tm
     from albert_tf.modeling.heads.classifier import AlbertClassifier
 
     keras.utils.set_random_seed(4)

@@ -22,8 +22,8 @@ from flatbuffers.table import Table
 
 from albert_tf import AlbertConfig
 from albert_tf.export import ExportConfig, export_model, serving_head
-from albert_tf.export import tflite_metadata as tm
-from albert_tf.export.app_metadata import (
+from albert_tf.export.tflite import metadata as tm
+from albert_tf.export.tflite.app_metadata import (
     AppMetadataSettings,
     attach,
     default_max_seq_length,

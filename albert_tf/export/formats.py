@@ -15,7 +15,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from albert_tf.export import app_metadata, keras_text, savedmodel, tflite
+from albert_tf.export import keras_text, savedmodel
+from albert_tf.export.tflite import app_metadata, converter
 from albert_tf.export.parity import Int8Limit, ParityThresholds, RelativeDiffLimit
 
 REPORT = "report"  # the report's key among `destinations` (the version's manifest, written last)
@@ -75,7 +76,7 @@ class Destination:
 
 @dataclasses.dataclass(frozen=True)
 class TfliteRecipe:
-    """How a TFLite format is converted from the head's fixed-shape SavedModel (`tflite.convert`).
+    """How a TFLite format is converted from the head's fixed-shape SavedModel (`tflite.converter.convert`).
 
     Args:
         optimize: the converter's default optimizations (any quantization).
@@ -87,7 +88,7 @@ class TfliteRecipe:
             converter quantizes on its own.
         per_tensor_when_tied: where the head ties a weight to another op (the MLM decoder is the
             word-embedding table), quantize dense weights per tensor, not per output channel, so
-            that both uses can share one int8 copy (`tflite.convert`).
+            that both uses can share one int8 copy (`tflite.converter.convert`).
         dense_per_tensor: quantize dense weights per tensor whatever the head: a per-channel
             hybrid FULLY_CONNECTED is op version 12 (LiteRT >= 2.17), which the TFLite Task
             Library's runtime refuses; per tensor it is version 9 (>= 2.9).
@@ -206,7 +207,7 @@ def tflite_format(variant: str, summary: str, parity, recipe: TfliteRecipe) -> F
     return FormatSpec(
         name=name,
         summary=summary,
-        build=tflite.build,
+        build=converter.build,
         artifacts={name: Destination("{name}_tflite", f"{{name}}_{variant}.tflite")},
         parity=parity,
         tflite=recipe,

@@ -69,7 +69,7 @@ class HeadSpec:
             any of the head's own (SQuAD v2's `p_mask`).
         parity: the outputs the int8 gates read; each is returned by some signature.
         shares_embedding_table: a dense layer reads the word-embedding table too (the MLM
-            decoder): the int8 variants then share one int8 copy (`tflite.convert`).
+            decoder): the int8 variants then share one int8 copy (`tflite.converter.convert`).
         input_shapes: (model, seq_length, num_predictions) -> {input: shape without the batch};
             None: [seq_length] for the three ids, [num_predictions] for `masked_lm_positions`.
         adapt_examples: (model, verification examples) -> the head's inputs made from them (the

@@ -28,8 +28,9 @@ from absl import logging
 
 from albert_tf.config import AlbertConfig, resolve_max_predictions_per_seq
 from albert_tf.export import data as export_data
-from albert_tf.export import app_metadata, formats, publish
-from albert_tf.export.app_metadata import AppMetadataSettings
+from albert_tf.export import formats, publish
+from albert_tf.export.tflite import app_metadata
+from albert_tf.export.tflite.app_metadata import AppMetadataSettings
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa.inputs import DEFAULT_MAX_TEXT_BYTES
 from albert_tf.export.qa.text import QaSettings

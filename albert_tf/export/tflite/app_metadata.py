@@ -29,8 +29,8 @@ from ai_edge_litert.interpreter import Interpreter
 from albert_tf.checkpoints.hf_config import HF_EXTRA
 from albert_tf.config import AlbertConfig
 from albert_tf.export import data as export_data
-from albert_tf.export import tflite_metadata as metadata
-from albert_tf.export.tflite import run_signature
+from albert_tf.export.tflite import metadata as metadata
+from albert_tf.export.tflite.converter import run_signature
 from albert_tf.finetuning.bundle_manifest import MANIFEST_KEYS
 from albert_tf.io import refuse_unknown_keys
 from albert_tf.tasks.glue.config import parse_label_names
