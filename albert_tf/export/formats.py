@@ -76,7 +76,8 @@ class Destination:
 
 @dataclasses.dataclass(frozen=True)
 class TfliteRecipe:
-    """How a TFLite format is converted from the head's fixed-shape SavedModel (`tflite.converter.convert`).
+    """How a TFLite format is converted from the head's fixed-shape SavedModel
+    (`tflite.converter.convert`).
 
     Args:
         optimize: the converter's default optimizations (any quantization).

@@ -5,10 +5,10 @@ it, the signatures it serves (inputs, outputs, and how the model computes them),
 the int8 parity gates read. `ServingHead`, `serving_head`, the parity figures and the TFLite
 conversion look the spec up, and `loading.load_serving_head` builds a head's model from an
 original TF1 checkpoint with it; a new head is one more entry here (`--head` lists its name and
-summary) and its model. Heads whose
-inputs are not the three [batch, seq] ids (SQuAD v2's `p_mask`, RACE's [batch, choices, seq]) also
-say their shapes and how generic verification examples become theirs (`task_signatures`); the
-SQuAD heads add a text-in question-answering model.
+summary) and its model. Heads whose inputs are not the three [batch, seq] ids (SQuAD v2's
+`p_mask`, RACE's [batch, choices, seq]) also say their shapes and how generic verification
+examples become theirs (`task_signatures`); the SQuAD heads add a text-in question-answering
+model.
 """
 
 from __future__ import annotations
