@@ -63,9 +63,10 @@ def setting(
         "path": path,
         "case_sensitive": case_sensitive,
     }
-    if kw_only:
-        return dataclasses.field(default=default, metadata=metadata, kw_only=True)
-    return dataclasses.field(default=default, metadata=metadata)
+    # MISSING, not False: a field of a keyword-only dataclass stays keyword-only by default.
+    return dataclasses.field(
+        default=default, metadata=metadata, kw_only=True if kw_only else dataclasses.MISSING
+    )
 
 
 def is_setting(field: dataclasses.Field) -> bool:
