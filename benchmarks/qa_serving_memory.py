@@ -37,7 +37,7 @@ import dataclasses, sys
 code, fixtures, out, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 sys.path.insert(0, code)
 from albert_tf.export.qa.text import QaSettings, QaTextModel, save_qa_text_model
-from albert_tf.export.loading import load_serving_head
+from albert_tf.export.heads.loading import load_serving_head
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
 spm = f"{fixtures}/albert_spm/30k-clean.model"

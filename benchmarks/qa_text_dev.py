@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from albert_tf.export.qa.text import QaSettings, QaTextModel, save_qa_text_model  # noqa: E402
 from albert_tf.export.qa.verify import verify_qa_text_model  # noqa: E402
-from albert_tf.export.loading import load_serving_head  # noqa: E402
+from albert_tf.export.heads.loading import load_serving_head  # noqa: E402
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer  # noqa: E402
 from albert_tf.text.tokenization import AlbertTokenizer  # noqa: E402
 from benchmarks.machine import describe as describe_machine  # noqa: E402

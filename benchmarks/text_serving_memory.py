@@ -38,7 +38,7 @@ code, fixtures, out, limit, which = sys.argv[1], sys.argv[2], sys.argv[3], int(s
 sys.path.insert(0, code)
 import keras
 from albert_tf.export import serving_head
-from albert_tf.export.loading import load_serving_head
+from albert_tf.export.heads.loading import load_serving_head
 from albert_tf.export.savedmodel import save_with_signatures, text_functions
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer

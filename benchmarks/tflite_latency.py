@@ -39,7 +39,7 @@ from benchmarks.machine import describe as describe_machine
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.checkpoints.keras_hub import to_keras_hub
 from albert_tf.export.data import examples_from_text
-from albert_tf.export.savedmodel import ServingHead
+from albert_tf.export.heads import ServingHead
 from albert_tf.export.formats import REGISTRY as FORMATS
 from albert_tf.export.tflite.converter import (
     batch1_runner,

@@ -27,7 +27,7 @@ from albert_tf.checkpoints.keras_files import (
     read_keras_config,
 )
 from albert_tf.checkpoints.tf1 import check_weights_file
-from albert_tf.export.loading import load_serving_head
+from albert_tf.export.heads.loading import load_serving_head
 from albert_tf.finetuning.loop import checkpoint_step
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel

@@ -16,7 +16,7 @@ from ai_edge_litert.interpreter import Interpreter
 from albert_tf import AlbertConfig, AlbertModel, AlbertPretrainer
 from albert_tf.export import ExportConfig, export_model, heads, load_serving_head, serving_head
 from albert_tf.export.parity import ParityThresholds, parity_figures
-from albert_tf.export.savedmodel import ServingHead
+from albert_tf.export.heads import ServingHead
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.text.tokenization import AlbertTokenizer
 from tests.model_configs import CLASSIFIER_TINY, MICRO

@@ -16,7 +16,7 @@ from ai_edge_litert.interpreter import Interpreter
 from albert_tf import AlbertConfig, AlbertPretrainer
 from albert_tf.export import ExportConfig, ParityError, export_model, serving_head
 from albert_tf.export.formats import parity_failures
-from albert_tf.export.loading import load_serving_head
+from albert_tf.export.heads.loading import load_serving_head
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa.offsets import ContextPieces
 from albert_tf.export.qa.text import QaSettings
@@ -24,7 +24,7 @@ from albert_tf.export.qa.verify import PROBE_QUESTIONS, answer_differences, pyth
 from albert_tf.export.qa.windows import build_windows
 from albert_tf.export.savedmodel import serialize_examples
 from albert_tf.export.serving_ops import non_stock_ops, ops_tf_serving_lacks
-from albert_tf.export.task_signatures import p_mask_of, squad_v2_logits
+from albert_tf.export.heads.squad_race import p_mask_of, squad_v2_logits
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.squad.examples import SquadExample, read_squad_examples
 from albert_tf.tasks.squad.features import convert_examples_to_features, tokenize_paragraph

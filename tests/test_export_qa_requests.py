@@ -18,7 +18,7 @@ from albert_tf.export.qa.text import QaSettings, QaTextModel, save_qa_text_model
 from albert_tf.export.qa.verify import PROBE_QUESTIONS, answer_differences, python_path_answers
 from albert_tf.export.qa.ragged_rows import first_at_or_after, last_at_or_before
 from albert_tf.export.savedmodel import save_with_signatures, text_functions
-from albert_tf.export.loading import load_serving_head
+from albert_tf.export.heads.loading import load_serving_head
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.squad.examples import SquadExample, SquadFormatError, read_squad_examples
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer

@@ -25,7 +25,7 @@ import albert_tf.modeling  # noqa: F401  (registers every model class for load_m
 from albert_tf.checkpoints import tf1_weights
 from albert_tf.checkpoints.hf import load_hf_config, load_hf_model
 from albert_tf.export.tflite import metadata as tm
-from albert_tf.export.loading import load_serving_head
+from albert_tf.export.heads.loading import load_serving_head
 from albert_tf.finetuning.loop import checkpoint_step, resolve_albert_config
 from albert_tf.modeling.model import AlbertPretrainer
 from albert_tf.tasks.glue.config import FinetuneConfig

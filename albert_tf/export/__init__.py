@@ -19,8 +19,8 @@ _LAZY = {
     "ExportConfig": "albert_tf.export.pipeline",
     "ParityError": "albert_tf.export.pipeline",
     "export_model": "albert_tf.export.pipeline",
-    "load_serving_head": "albert_tf.export.loading",
-    "serving_head": "albert_tf.export.loading",
+    "load_serving_head": "albert_tf.export.heads.loading",
+    "serving_head": "albert_tf.export.heads.loading",
 }
 
 

@@ -168,7 +168,7 @@ class ExportJob:
     """What a format's `build` works from; `pipeline.export_model` makes one per export.
 
     Args:
-        head: the `savedmodel.ServingHead` exported.
+        head: the `heads.ServingHead` exported.
         config: the `pipeline.ExportConfig`.
         tokenizer: its `AlbertTokenizer`; None without `spm_model_file`.
         verification: examples (`export.data` arrays, the head's inputs) every artifact is checked on.

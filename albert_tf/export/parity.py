@@ -78,7 +78,7 @@ def parity_figures(
     figures |= {f"max_abs/{k}": float(np.max(np.abs(v), initial=0.0)) for k, v in reference.items()}
     if keys is None:
         # Imported here: the head registry needs TensorFlow, the limits above do not.
-        from albert_tf.export.heads import parity_keys_of
+        from albert_tf.export.heads.kinds import parity_keys_of
 
         keys = parity_keys_of(reference)
     if keys is None:

@@ -34,7 +34,7 @@ from albert_tf.export.tflite.app_metadata import AppMetadataSettings
 from albert_tf.export.parity import ParityThresholds
 from albert_tf.export.qa.inputs import DEFAULT_MAX_TEXT_BYTES
 from albert_tf.export.qa.text import QaSettings
-from albert_tf.export.savedmodel import ServingHead
+from albert_tf.export.heads.serving import ServingHead
 from albert_tf.output_dirs import disk_size
 from albert_tf.text.tokenization import AlbertTokenizer
 

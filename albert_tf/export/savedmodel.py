@@ -1,6 +1,6 @@
 """SavedModels for TF Serving: token ids in (core TF ops only), and text in (+ tf-text ops).
 
-The ids model serves the signatures of its head (`heads.REGISTRY`; built by `signatures`), e.g. a
+The ids model serves the signatures of its head (`heads.REGISTRY`; built by `heads.serving`), e.g. a
 pretrainer's `serving_default` (`input_ids`, `input_mask`, `segment_ids` int32 [batch, seq] -> the
 sequence and pooled outputs), `mlm` (+ `masked_lm_positions` -> `mlm_logits`) and `sop` (->
 `sop_logits`), and `serve_examples` (a batch of serialized `tf.Example`s, the original schema).
@@ -16,19 +16,17 @@ makes them all for the `saved_model` format (`formats.SAVED_MODEL`).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from albert_tf import records
 from albert_tf.config import AlbertConfig
-from albert_tf.export.heads import HeadSpec, head_spec
+from albert_tf.export.heads.serving import ServingHead, batched, serving_functions
 from albert_tf.export.parity import (
     Int8Limit,
     ParityThresholds,
@@ -44,66 +42,11 @@ from albert_tf.export.qa.inputs import (
     string_batch,
 )
 from albert_tf.export.serving_ops import non_stock_ops, tf_serving_failures
-from albert_tf.export.signatures import serving_functions
 from albert_tf.modeling.model import BACKBONE_INPUTS
 from albert_tf.text.tf_tokenization import AlbertPreprocessingLayer
 
 TEXT_SETTINGS_FILE = "text_settings.json"  # the text models' settings, beside their other assets
 MAX_TEXT_BYTES = "max_text_bytes"  # the limit's name in the settings, the report and messages
-
-
-@dataclasses.dataclass
-class ServingHead:
-    """The Keras model an export serves, as the registered head `kind` (`heads.REGISTRY`).
-
-    Args:
-        kind: a registered head kind; its `HeadSpec` says what each signature returns.
-        model: the Keras model (checked for the head by `loading.serving_head`).
-        config: the ALBERT config of its backbone.
-    """
-
-    kind: str
-    model: keras.Model
-    config: AlbertConfig
-    spec: HeadSpec = dataclasses.field(init=False, repr=False)
-
-    def __post_init__(self):
-        self.spec = head_spec(self.kind)
-
-    @property
-    def signature_inputs(self) -> dict[str, tuple[str, ...]]:
-        """Input names of each model signature (`serve_examples` aside)."""
-        return {name: signature.inputs for name, signature in self.spec.signatures.items()}
-
-    def outputs(self, signature: str, features: dict) -> dict:
-        """The outputs of `signature` on a dict of int32 input tensors (inference mode)."""
-        if signature not in self.spec.signatures:
-            raise KeyError(f"no signature {signature!r} for head {self.kind!r}")
-        declared = self.spec.signatures[signature]
-        outputs = declared.call(self.model, features)
-        # The spec's declared outputs are what its parity keys are checked against.
-        if set(outputs) != set(declared.outputs):
-            raise ValueError(
-                f"head {self.kind!r} signature {signature!r} returned {sorted(outputs)}, "
-                f"declares {sorted(declared.outputs)}"
-            )
-        return outputs
-
-    def keras_outputs(
-        self, examples: dict[str, np.ndarray], signature: str, batch_size: int = 32
-    ) -> dict[str, np.ndarray]:
-        """The Keras model's outputs of `signature` on numpy examples, batched."""
-        names = self.signature_inputs[signature]
-        return _batched(lambda **x: self.outputs(signature, x), examples, names, batch_size)
-
-
-def _batched(function, examples: dict, names, batch_size: int = 32) -> dict[str, np.ndarray]:
-    count = len(examples[names[0]])
-    batches = [
-        function(**{k: tf.constant(examples[k][i : i + batch_size]) for k in names})
-        for i in range(0, count, batch_size)
-    ]
-    return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
 
 
 def save_with_signatures(path: str, functions: dict, assets: dict[str, str]) -> None:
@@ -221,7 +164,7 @@ def verify_ids_model(
     weights, keys = examples["masked_lm_weights"], head.spec.parity
     figures = [
         parity_figures(
-            reference[name], _batched(loaded.signatures[name], examples, names), weights, keys
+            reference[name], batched(loaded.signatures[name], examples, names), weights, keys
         )
         for name, names in head.signature_inputs.items()
     ]
@@ -231,7 +174,7 @@ def verify_ids_model(
     figures.append(
         parity_figures(
             reference["serving_default"],
-            _batched(loaded.signatures["serve_examples"], serialized, ("examples",)),
+            batched(loaded.signatures["serve_examples"], serialized, ("examples",)),
             weights,
             keys,
         )

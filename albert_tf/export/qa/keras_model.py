@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf.export.loading import serving_head
+from albert_tf.export.heads.loading import serving_head
 from albert_tf.export.qa.inputs import checked_requests
 from albert_tf.export.qa.text import QA_HEADS, QaSettings, QaTextModel
 from albert_tf.modeling.heads.text_classifier import string_batch

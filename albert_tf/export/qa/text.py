@@ -97,7 +97,7 @@ class QaTextModel:
     """(question, context) strings -> answers, as the Python path gives them (module docstring).
 
     Args:
-        head: a `squad_v1` or `squad_v2` `savedmodel.ServingHead` (not imported here: the head
+        head: a `squad_v1` or `squad_v2` `heads.ServingHead` (not imported here: the head
             registry reaches this module, and savedmodel imports the registry).
         preprocessing: the model's `AlbertPreprocessingLayer` (its `max_seq_length` is the
             windows' length).

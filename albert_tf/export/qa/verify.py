@@ -4,7 +4,7 @@ The Python path is the project's own: `read_squad_examples` -> `convert_examples
 the Keras model -> `postprocess_v1` / `postprocess_v2`. An export is written only when the
 reloaded SavedModel gives the same answers and n-best texts on every question it is checked on
 (float32 ties aside, see `answer_differences`), and scores, probabilities and null odds within
-float32 round-off. `head` arguments are `savedmodel.ServingHead`s (not imported: the head registry
+float32 round-off. `head` arguments are `heads.ServingHead`s (not imported: the head registry
 reaches this module, and savedmodel imports the registry).
 """
 

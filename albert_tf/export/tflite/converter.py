@@ -29,8 +29,8 @@ from ai_edge_litert.interpreter import Interpreter
 from tensorflow.lite.python import convert as lite_convert
 
 from albert_tf.export.parity import merge_figures, parity_figures
-from albert_tf.export.savedmodel import ServingHead, save_with_signatures
-from albert_tf.export.signatures import signature_function
+from albert_tf.export.heads.serving import ServingHead, signature_function
+from albert_tf.export.savedmodel import save_with_signatures
 from albert_tf.export.tflite.metadata import min_runtime_version
 from albert_tf.export.tflite.tied_table import share_tied_embedding_table
 from albert_tf.modeling import layers

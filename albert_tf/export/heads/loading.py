@@ -13,8 +13,8 @@ from albert_tf.checkpoints.hf import load_hf_config, load_hf_model
 from albert_tf.checkpoints.hf_config import HF_EXTRA
 from albert_tf.checkpoints.keras_files import load_keras_model
 from albert_tf.config import AlbertConfig
-from albert_tf.export.heads import REGISTRY, TF1_PRETRAINING_HEAD, head_spec
-from albert_tf.export.savedmodel import ServingHead
+from albert_tf.export.heads.kinds import REGISTRY, TF1_PRETRAINING_HEAD, head_spec
+from albert_tf.export.heads.serving import ServingHead
 from albert_tf.modeling.model import AlbertModel
 
 # transformers class -> the head kind that serves it.

@@ -1,4 +1,5 @@
-"""The ids SavedModel's signatures, one path for every registered head (`heads.REGISTRY`).
+"""A head as an export serves it: `ServingHead` (a Keras model as a registered head kind), and the
+ids SavedModel's signatures, one path for every registered head (`heads.REGISTRY`).
 
 Each of the head's signatures takes its int32 inputs at any batch size and sequence length
 (`HeadSpec.shapes`: [batch, seq] ids, RACE's [batch, choices, seq], SQuAD v2's `p_mask`, ...), checked
@@ -11,15 +12,74 @@ unchecked (TFLite has no Assert op; its interpreter checks fixed shapes).
 
 from __future__ import annotations
 
+import dataclasses
+
+import keras
 import numpy as np
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.export.heads import POSITIONS
-from albert_tf.export.task_signatures import P_MASK, START_POSITIONS
+from albert_tf.export.heads.kinds import POSITIONS, HeadSpec, head_spec
+from albert_tf.export.heads.squad_race import P_MASK, START_POSITIONS
 
 # Inputs holding positions in the sequence (checked against its length), one row per example.
 POSITION_INPUTS = (POSITIONS, START_POSITIONS)
+
+
+@dataclasses.dataclass
+class ServingHead:
+    """The Keras model an export serves, as the registered head `kind` (`heads.REGISTRY`).
+
+    Args:
+        kind: a registered head kind; its `HeadSpec` says what each signature returns.
+        model: the Keras model (checked for the head by `loading.serving_head`).
+        config: the ALBERT config of its backbone.
+    """
+
+    kind: str
+    model: keras.Model
+    config: AlbertConfig
+    spec: HeadSpec = dataclasses.field(init=False, repr=False)
+
+    def __post_init__(self):
+        self.spec = head_spec(self.kind)
+
+    @property
+    def signature_inputs(self) -> dict[str, tuple[str, ...]]:
+        """Input names of each model signature (`serve_examples` aside)."""
+        return {name: signature.inputs for name, signature in self.spec.signatures.items()}
+
+    def outputs(self, signature: str, features: dict) -> dict:
+        """The outputs of `signature` on a dict of int32 input tensors (inference mode)."""
+        if signature not in self.spec.signatures:
+            raise KeyError(f"no signature {signature!r} for head {self.kind!r}")
+        declared = self.spec.signatures[signature]
+        outputs = declared.call(self.model, features)
+        # The spec's declared outputs are what its parity keys are checked against.
+        if set(outputs) != set(declared.outputs):
+            raise ValueError(
+                f"head {self.kind!r} signature {signature!r} returned {sorted(outputs)}, "
+                f"declares {sorted(declared.outputs)}"
+            )
+        return outputs
+
+    def keras_outputs(
+        self, examples: dict[str, np.ndarray], signature: str, batch_size: int = 32
+    ) -> dict[str, np.ndarray]:
+        """The Keras model's outputs of `signature` on numpy examples, batched."""
+        names = self.signature_inputs[signature]
+        return batched(lambda **x: self.outputs(signature, x), examples, names, batch_size)
+
+
+def batched(function, examples: dict, names, batch_size: int = 32) -> dict[str, np.ndarray]:
+    """`function(**inputs)` over numpy `examples` (the inputs `names`), `batch_size` rows at a
+    time, its outputs concatenated."""
+    count = len(examples[names[0]])
+    batches = [
+        function(**{k: tf.constant(examples[k][i : i + batch_size]) for k in names})
+        for i in range(0, count, batch_size)
+    ]
+    return {k: np.concatenate([b[k].numpy() for b in batches]) for k in batches[0]}
 
 
 def _value_limits(config: AlbertConfig) -> dict[str, int]:
@@ -83,7 +143,7 @@ def checked_inputs(features: dict, config: AlbertConfig, shapes: dict[str, list]
 def signature_function(
     head, signature: str, shapes: dict[str, list], batch: int | None = None, check: bool = True
 ) -> tf.types.experimental.GenericFunction:
-    """A `tf.function` of the `savedmodel.ServingHead`'s `signature` whose int32 inputs are named
+    """A `tf.function` of the `heads.ServingHead`'s `signature` whose int32 inputs are named
     as the head's and shaped [batch, *shapes[input]]; with `check`, behind `checked_inputs`."""
     names = head.signature_inputs[signature]
 

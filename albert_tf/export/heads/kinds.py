@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 import keras
 
 from albert_tf.checkpoints.tf1 import load_tf1_checkpoint
-from albert_tf.export import task_signatures as task
+from albert_tf.export.heads import squad_race as task
 from albert_tf.modeling.model import BACKBONE_INPUTS
 
 POSITIONS = "masked_lm_positions"
