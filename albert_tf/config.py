@@ -186,7 +186,8 @@ class AlbertConfig:
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "AlbertConfig":
         """A named shape of `PRESETS`, with `overrides`: `tiny` (tests, smoke runs), `small` (the
-        bundled `pretrained/albert-small-en`), and the ALBERT v2 shapes `base`, `large`, `xlarge`,
+        bundled `pretrained/albert-small-en`), `smoke` (benchmarks' script checks), and the ALBERT
+        v2 shapes `base`, `large`, `xlarge`,
         `xxlarge` (dropout 0, as the v2 release).
 
         xlarge uses 16 heads, as TF-Hub, Hugging Face and keras-hub do; the json inside the v2
@@ -230,6 +231,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         intermediate_size=512,
         max_position_embeddings=128,
     ),
+    # Benchmarks' quick runs that check a script, not a speed: 2 layers of width 64 with the
+    # release's vocab, embedding width and positions.
+    "smoke": dict(
+        _V2, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128
+    ),
     "base": dict(
         _V2, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
     ),
@@ -247,8 +253,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 # The help of every CLI's --preset (and of the fine-tuning settings' `preset`).
 PRESET_HELP = (
     "A named model shape in place of --albert_config_file (AlbertConfig.from_preset; their sizes "
-    "are in docs/model.md): tiny and small (this repository's test and bundled models), or the "
-    "ALBERT v2 shapes. Not together with --albert_config_file."
+    "are in docs/model.md): tiny and small (this repository's test and bundled models), smoke "
+    "(benchmarks' script checks), or the ALBERT v2 shapes. Not together with --albert_config_file."
 )
 
 # The fields a model shape is written out with where a dict of it is kept (settings, tests):

@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 
 from albert_tf import AlbertConfig  # noqa: E402
+from albert_tf.config import preset_shape  # noqa: E402
 from albert_tf.export import PROBE_TEXTS, ExportConfig, export_model, serving_head  # noqa: E402
 from albert_tf.export.tflite.app_metadata import AppMetadataSettings  # noqa: E402
 from benchmarks.bert_qa_client import client_answers, client_inputs  # noqa: E402
@@ -51,15 +52,8 @@ from benchmarks.machine import describe as describe_machine  # noqa: E402
 
 SEQ, STRIDE, QUERY = 384, 128, 64
 INPUTS = ("input_ids", "input_mask", "segment_ids")
-TINY = dict(
-    vocab_size=30000,
-    embedding_size=32,
-    hidden_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=2,
-    intermediate_size=128,
-    max_position_embeddings=SEQ,
-)
+# The smoke preset with a narrower embedding and the QA windows' positions.
+TINY = preset_shape("smoke", embedding_size=32, max_position_embeddings=SEQ)
 
 
 VARIANTS = ("tflite_fp32", "tflite_fp16", "tflite_int8_dynamic")

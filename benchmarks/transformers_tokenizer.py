@@ -102,12 +102,12 @@ def write_folders(
     from albert_tf.modeling.heads.classifier import AlbertClassifier
 
     keras.utils.set_random_seed(5)
-    config = AlbertConfig(
+    # The smoke preset, twice as wide, over the tokenizer's vocabulary and every position used.
+    config = AlbertConfig.from_preset(
+        "smoke",
         vocab_size=tokenizer.vocab_size,
         embedding_size=64,
         hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
         intermediate_size=256,
         max_position_embeddings=SEQ * 4,
     )

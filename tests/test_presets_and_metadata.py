@@ -64,14 +64,16 @@ def documented_presets() -> dict[str, dict[str, int]]:
 def test_the_model_page_documents_every_preset_as_it_is_built():
     documented = documented_presets()
     assert (
-        list(documented) == list(PRESETS) == ["tiny", "small", "base", "large", "xlarge", "xxlarge"]
+        list(documented)
+        == list(PRESETS)
+        == ["tiny", "small", "smoke", "base", "large", "xlarge", "xxlarge"]
     )
     for name, row in documented.items():
         config = AlbertConfig.from_preset(name)
         assert {c: getattr(config, c) for c in COLUMNS[:-1]} == {c: row[c] for c in COLUMNS[:-1]}
         assert (config.sharing, config.hidden_dropout_prob, config.type_vocab_size) == ("all", 0, 2)
         assert AlbertConfig(**preset_shape(name)) == config
-    for name in ("tiny", "small"):  # the larger ones' counts are pinned by test_model
+    for name in ("tiny", "small", "smoke"):  # the larger ones' counts are pinned by test_model
         count = AlbertModel(AlbertConfig.from_preset(name)).count_params()
         assert count == documented[name]["parameters"], name
 
