@@ -113,8 +113,7 @@ def _hf_tokenizer_and_labels(model) -> dict:
     (a fine-tuning bundle's manifest beside --keras_model, a --hf_model folder's files). A
     source without a SentencePiece model is refused: transformers would have no tokenizer."""
     from albert_tf.checkpoints.hf import resolve_do_lower_case, resolve_spm_model_file
-    from albert_tf.finetuning.bundle_manifest import bundle_manifest
-    from albert_tf.finetuning.text_bundle import bundle_label_names
+    from albert_tf.finetuning.bundle import bundle_label_names, bundle_manifest
     from albert_tf.modeling.heads.classifier import AlbertClassifier
 
     manifest = bundle_manifest(FLAGS.keras_model) or {}

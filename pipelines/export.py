@@ -58,7 +58,7 @@ from albert_tf.export.formats import REGISTRY as FORMATS  # noqa: E402
 from albert_tf.export.heads import REGISTRY as HEADS  # noqa: E402
 from albert_tf.export.qa.inputs import DEFAULT_MAX_TEXT_BYTES  # noqa: E402
 from albert_tf.export.qa.text import QA_HEADS, QaSettings  # noqa: E402
-from albert_tf.finetuning.bundle_manifest import bundle_manifest  # noqa: E402
+from albert_tf.finetuning.bundle import bundle_manifest  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(

@@ -13,7 +13,7 @@ import pytest
 from albert_tf.checkpoints.hf_config import HF_ACTIVATIONS, HF_DEFAULTS
 from albert_tf.config import KEPT_KEYS, AlbertConfig
 from albert_tf.finetuning import resume
-from albert_tf.finetuning.bundle_manifest import MANIFEST_FILES, MANIFEST_KEYS, bundle_manifest
+from albert_tf.finetuning.bundle import MANIFEST_FILES, MANIFEST_KEYS, bundle_manifest
 from albert_tf.finetuning.selection import EVAL_RESULTS, CheckpointEvaluator
 from albert_tf.io import refuse_unknown_keys
 from albert_tf.tasks.race import inputs as race_inputs

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from albert_tf import AlbertClassifier, AlbertConfig, AlbertPretrainer
 from albert_tf.export import ExportConfig, export_model, serving_head
-from albert_tf.finetuning.text_bundle import TEXT_CLASSIFIER_FILE
+from albert_tf.finetuning.bundle import TEXT_CLASSIFIER_FILE
 from albert_tf.modeling.heads.text_classifier import AlbertTextClassifier
 from albert_tf.modeling.model import BACKBONE_INPUTS
 from albert_tf.tasks.glue import finetune as glue_finetune

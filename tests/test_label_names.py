@@ -29,7 +29,7 @@ from albert_tf.export.tflite.app_metadata import (
     settings_beside,
     with_label_names,
 )
-from albert_tf.finetuning.bundle_manifest import bundle_manifest
+from albert_tf.finetuning.bundle import bundle_manifest
 from albert_tf.tasks.glue import finetune as glue_finetune
 from albert_tf.tasks.glue.config import FinetuneConfig
 from albert_tf.tasks.glue.processors import TASKS

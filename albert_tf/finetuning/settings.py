@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 
 from albert_tf.checkpoints.hf_format import (
     resolve_do_lower_case,
@@ -14,6 +15,28 @@ from albert_tf.checkpoints.hf_format import (
 )
 from albert_tf.config import PRESET_HELP, PRESETS, check_preset_or_file
 from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, setting
+
+# The sizes every task's settings hold for the loop; each must be > 0 (checked here).
+LOOP_SIZES = (
+    "max_seq_length",
+    "train_batch_size",
+    "predict_batch_size",
+    "save_checkpoints_steps",
+    "log_every_steps",
+)
+
+
+def check_positive(settings: object, names: Iterable[str]) -> None:
+    """Raises ValueError naming the first setting of `names` that is not > 0."""
+    for name in names:
+        if getattr(settings, name) <= 0:
+            raise ValueError(f"{name} must be > 0, got {getattr(settings, name)}")
+
+
+def check_warmup(warmup_step: int, train_step: int) -> None:
+    """Raises ValueError unless 0 <= warmup_step <= train_step."""
+    if not 0 <= warmup_step <= train_step:
+        raise ValueError(f"warmup_step must be in [0, train_step={train_step}], got {warmup_step}")
 
 
 def spm_model_file_setting():
@@ -121,3 +144,4 @@ class FinetuneSettings:
                 "no SentencePiece model: give spm_model_file, or an hf_model folder holding "
                 f"spiece.model{held}"
             )
+        check_positive(self, LOOP_SIZES)

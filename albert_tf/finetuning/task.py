@@ -5,7 +5,9 @@ each one on dev, keeps the best, predicts and exports; everything that differs p
 (reading its files, encoding, the model's head, its metrics, its prediction files) sits behind
 `Task`, implemented under `albert_tf.tasks`; what it reads of a job's settings is declared once,
 in `albert_tf.finetuning.settings.FinetuneSettings`. `Task` and `DevScorer` are structural
-protocols: a task satisfies them by having the members, without importing this module.
+protocols: a task satisfies them by having the members. `TaskBase` holds what every task shares:
+its settings, a lazily loaded tokenizer, and checkpoint loading through the one task-model loader
+(`albert_tf.checkpoints.task_heads`) or from a transformers folder (`albert_tf.checkpoints.hf`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,13 @@ from typing import Protocol
 
 import keras
 import tensorflow as tf
+from absl import logging
 
+from albert_tf.checkpoints.hf import initialize_from_hf, is_hf_folder
+from albert_tf.checkpoints.task_heads import initialize_task_model, load_task_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.text.tokenization import AlbertTokenizer
 
 
 def initial_weights(settings: FinetuneSettings) -> str | None:
@@ -72,3 +78,50 @@ class Task(Protocol):
 
     def export(self, model: keras.Model, checkpoint: str, albert_config: AlbertConfig) -> str:
         """Writes the serving bundle into `export_dir`; returns the model file's path."""
+
+
+class TaskBase:
+    """Base of the `Task` implementations; subclasses add the model, data, scoring and export.
+
+    Args:
+        settings: the job's settings (with `spm_model_file` and `do_lower_case`).
+        tokenizer: an already loaded tokenizer to share; None loads it on first use.
+
+    Example:
+        >>> class MyTask(TaskBase):
+        ...     name = "mine"
+    """
+
+    def __init__(self, settings, tokenizer: AlbertTokenizer | None = None):
+        self.settings = settings
+        self._tokenizer = tokenizer
+
+    @property
+    def tokenizer(self) -> AlbertTokenizer:
+        """The job's tokenizer, loaded on first use."""
+        if self._tokenizer is None:
+            self._tokenizer = AlbertTokenizer(
+                self.settings.spm_model_file, do_lower_case=self.settings.do_lower_case
+            )
+        return self._tokenizer
+
+    def initialize(self, model: keras.Model, checkpoint: str) -> bool:
+        """Pretrained backbone (TF1, `.keras` or a transformers folder), and the head when the
+        checkpoint holds it with the task's shapes; returns whether it did."""
+        if not is_hf_folder(checkpoint):
+            return initialize_task_model(model, checkpoint)
+        head_loaded = initialize_from_hf(model, checkpoint)
+        logging.info(
+            "Initialised the backbone%s from %s",
+            " and head" if head_loaded else " (the head: fresh)",
+            checkpoint,
+        )
+        return head_loaded
+
+    def load(self, model: keras.Model, checkpoint: str) -> None:
+        """Every weight, head included, from a TF1-named checkpoint (ours or the original's) or
+        a transformers folder."""
+        if is_hf_folder(checkpoint):
+            initialize_from_hf(model, checkpoint, require_head=True)
+        else:
+            load_task_checkpoint(model, checkpoint)

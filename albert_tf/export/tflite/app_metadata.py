@@ -31,7 +31,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.export import data as export_data
 from albert_tf.export.tflite import metadata as metadata
 from albert_tf.export.tflite.converter import run_signature
-from albert_tf.finetuning.bundle_manifest import MANIFEST_KEYS
+from albert_tf.finetuning.bundle import MANIFEST_KEYS
 from albert_tf.io import refuse_unknown_keys
 from albert_tf.tasks.glue.config import parse_label_names
 from albert_tf.tasks.glue.processors import TASKS as GLUE_TASKS

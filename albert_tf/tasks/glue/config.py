@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
-from albert_tf.finetuning.settings import FinetuneSettings, spm_model_file_setting
+from albert_tf.finetuning.settings import (
+    FinetuneSettings,
+    check_positive,
+    check_warmup,
+    spm_model_file_setting,
+)
 from albert_tf.settings import OUTPUT_DIR, setting
 from albert_tf.tasks.glue import processors as glue
 
@@ -117,5 +121,5 @@ class FinetuneConfig(FinetuneSettings):
         self.task = glue.get_task(self.task_name)
         if self.label_names:  # a wrong count or a regression task fails here, before any work
             parse_label_names(self.label_names, self.task.label_names, self.task.name)
-        check_positive(self, (*LOOP_SIZES, "train_step", "eval_batch_size"))
+        check_positive(self, ("train_step", "eval_batch_size"))
         check_warmup(self.warmup_step, self.train_step)

@@ -24,9 +24,12 @@ from absl import logging
 from albert_tf.checkpoints.hf import is_hf_folder, load_hf_config
 from albert_tf.checkpoints.hf_config import HF_EXTRA
 from albert_tf.config import AlbertConfig
-from albert_tf.finetuning.task_base import TaskBase
-from albert_tf.finetuning.bundle import write_serving_bundle
-from albert_tf.finetuning.text_bundle import bundle_label_names, write_text_classifier
+from albert_tf.finetuning.task import TaskBase
+from albert_tf.finetuning.bundle import (
+    bundle_label_names,
+    write_serving_bundle,
+    write_text_classifier,
+)
 from albert_tf.finetuning import loop
 from albert_tf.finetuning.progress import predict_with_progress
 from albert_tf.finetuning.selection import BEST_CHECKPOINT, CheckpointEvaluator, list_checkpoints
@@ -252,7 +255,7 @@ class GlueFinetuneTask(TaskBase):
     def export(self, model: AlbertClassifier, checkpoint: str, albert_config: AlbertConfig) -> str:
         """Saves `classifier.keras` (+ config, SentencePiece model, `classifier_info.json`) to
         `export_dir` for `pipelines/export.py --head=classifier`, and `classifier_text.keras`, the
-        same classifier taking raw strings (`text_bundle.write_text_classifier`)."""
+        same classifier taking raw strings (`bundle.write_text_classifier`)."""
         config, task = self.settings, self.settings.task
         info = {
             "task_name": task.name,

@@ -6,8 +6,12 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
-from albert_tf.finetuning.settings import FinetuneSettings, spm_model_file_setting
+from albert_tf.finetuning.settings import (
+    FinetuneSettings,
+    check_positive,
+    check_warmup,
+    spm_model_file_setting,
+)
 from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, setting
 
 # The original release's recommended recipe (its v2 models also used dropout_prob 0, which
@@ -88,7 +92,7 @@ class RaceConfig(FinetuneSettings):
             raise ValueError(f"Task not found: {self.task_name}")
         if self.high_only and self.middle_only:
             raise ValueError("high_only and middle_only exclude each other")
-        check_positive(self, (*LOOP_SIZES, "max_qa_length", "train_step", "eval_batch_size"))
+        check_positive(self, ("max_qa_length", "train_step", "eval_batch_size"))
         check_warmup(self.warmup_step, self.train_step)
         if self.max_qa_length + 3 > self.max_seq_length:
             raise ValueError(

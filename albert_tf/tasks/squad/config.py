@@ -10,8 +10,12 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from albert_tf.finetuning.checks import LOOP_SIZES, check_positive, check_warmup
-from albert_tf.finetuning.settings import FinetuneSettings, spm_model_file_setting
+from albert_tf.finetuning.settings import (
+    FinetuneSettings,
+    check_positive,
+    check_warmup,
+    spm_model_file_setting,
+)
 from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, setting
 
 VERSIONS = ("v1", "v2")
@@ -112,10 +116,7 @@ class SquadConfig(FinetuneSettings):
         super().__post_init__()
         if self.version not in VERSIONS:
             raise ValueError(f"version must be one of {VERSIONS}, got {self.version!r}")
-        check_positive(
-            self,
-            (*LOOP_SIZES, "doc_stride", "max_query_length", "n_best_size", "max_answer_length"),
-        )
+        check_positive(self, ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"))
         if self.max_seq_length <= self.max_query_length + 3:
             raise ValueError(
                 f"The max_seq_length ({self.max_seq_length}) must be greater than "

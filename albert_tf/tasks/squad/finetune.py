@@ -27,7 +27,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.config import AlbertConfig
-from albert_tf.finetuning.task_base import TaskBase
+from albert_tf.finetuning.task import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
 from albert_tf.finetuning import loop
 from albert_tf.finetuning.new_output_dir import emptied_unless_checkpointed
