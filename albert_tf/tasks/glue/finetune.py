@@ -319,14 +319,9 @@ def run(
     TPU, several GPUs or workers), evaluate every checkpoint, predict, export. Without
     `do_train`, an `hf_model` folder is itself scored, predicted and exported while `output_dir`
     holds no checkpoint of its own (a Hub classifier as it is)."""
-    return loop.run(
-        GlueFinetuneTask(config),
-        do_train,
-        do_eval,
-        do_predict,
-        strategy=strategy,
-        checkpoint=None if do_train else hub_model_to_score(config),
-    )
+    task = GlueFinetuneTask(config)
+    checkpoint = None if do_train else hub_model_to_score(config)
+    return loop.run(task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint)
 
 
 def hub_model_to_score(config: FinetuneConfig) -> str | None:
