@@ -50,6 +50,11 @@ flags.DEFINE_list(
     "one or at --num_train_steps); a longer run continues a finished one this way "
     "(default: the size's).",
 )
+flags.DEFINE_float(
+    "restart_learning_rate",
+    None,
+    "Peak LAMB rate of the phases after a restart (default: the first phase's).",
+)
 flags.DEFINE_enum(
     "mixed_precision",
     None,
@@ -75,6 +80,8 @@ def settings_from_flags() -> LiftSettings:
         overrides["curve_steps"] = tuple(int(s) for s in FLAGS.curve_steps)
     if FLAGS.restart_steps:
         overrides["restart_steps"] = tuple(int(s) for s in FLAGS.restart_steps)
+    if FLAGS.restart_learning_rate is not None:
+        overrides["restart_learning_rate"] = FLAGS.restart_learning_rate
     if FLAGS.mixed_precision:
         overrides["mixed_precision"] = FLAGS.mixed_precision
     try:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from benchmarks.ablations.study import Stages
-from benchmarks.lift import data, study
+from benchmarks.lift import data, runs, study
 from benchmarks.lift.settings import REPORTED_TASKS, SEEDED_TASKS, LiftSettings
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -55,6 +55,26 @@ def test_the_schedule_restarts_where_asked(tmp_path):
         "pretraining",
         "pretraining/40000",
     ]
+
+
+def test_a_restarted_phase_warms_up_to_its_own_peak_rate(tmp_path, monkeypatch):
+    taken = []
+
+    def pretraining_run(s, options):  # records what a phase would train with
+        taken.append(options)
+        return {"keras_model": None, "tf1_checkpoint": None}
+
+    monkeypatch.setattr(runs, "_pretraining_run", pretraining_run)
+    monkeypatch.setattr(runs, "loss_curves", lambda log_dir: [])
+    records = {"train": {"path": "train.tfrecord"}, "heldout": {"path": "heldout.tfrecord"}}
+    s = LiftSettings(work_dir=str(tmp_path), restart_learning_rate=0.003)
+    for start, end in zip((0, *s.phase_ends()[:-1]), s.phase_ends()):
+        runs.pretrain(s, records, "none", start, end)
+    assert [(o.start_warmup_step, o.num_train_steps, o.learning_rate) for o in taken] == [
+        (0, 16000, 0.01),
+        (16000, 40000, 0.003),
+    ]
+    assert LiftSettings(work_dir=str(tmp_path)).peak_learning_rate(16000) == 0.01
 
 
 def test_the_grid_passes_over_a_rate_that_leaves_a_seed_at_the_majority_class(tmp_path):

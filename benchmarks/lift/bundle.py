@@ -106,7 +106,8 @@ def model_card(s: LiftSettings, r: dict, metrics: dict) -> str:
     )
     ends = s.phase_ends()
     restarts = "".join(
-        f", then again from step {start}: warmup from there and decay to 0 at {end}"
+        f", then again from step {start}: warmup from there to {s.peak_learning_rate(start)} and "
+        f"decay to 0 at {end}"
         for start, end in zip(ends, ends[1:])
     )
     tokens = s.num_train_steps * s.train_batch_size * s.max_seq_length

@@ -152,6 +152,11 @@ def markdown(r: dict) -> str:
         f"vocab {s['vocab_size']}, seq {s['max_seq_length']}; {s['num_train_steps']} steps of "
         f"{s['train_batch_size']}, LAMB {s['learning_rate']}"
         + "".join(f" (schedule restarted at step {step})" for step in s.get("restart_steps", ()))
+        + (
+            f", peak {s['restart_learning_rate']} after a restart"
+            if s.get("restart_learning_rate")
+            else ""
+        )
         + ", dynamic masking, SOP; precision "
         f"{r['pretraining_precision']}. Training text {r['data']['train_chars'] / 1e6:.1f} M "
         "characters.",

@@ -89,8 +89,8 @@ def precision_check(s: LiftSettings, records: dict, steps: int) -> dict:
 
 def pretrain(s: LiftSettings, records: dict, mixed_precision: str, start: int, end: int) -> dict:
     """The pretraining phase from step `start` (0, or where the previous phase's schedule reached
-    0) to `end`, resumed if interrupted: warmup from `start`, decay to 0 at `end`; scored on the
-    held-out records at its end."""
+    0) to `end`, resumed if interrupted: warmup from `start` to the phase's peak rate, decay to 0
+    at `end`; scored on the held-out records at its end."""
     output_dir = os.path.join(s.work_dir, "runs", PRETRAINING)
     options = _options(
         s,
@@ -101,6 +101,7 @@ def pretrain(s: LiftSettings, records: dict, mixed_precision: str, start: int, e
         mixed_precision=mixed_precision,
         num_train_steps=end,
         start_warmup_step=start,
+        learning_rate=s.peak_learning_rate(start),
     )
     results = _pretraining_run(s, options)
     return {
