@@ -1,4 +1,5 @@
-"""Shared test setup: quiet TF, fixture paths, and each test isolated from the ones before it.
+"""Shared test setup: quiet TF, fixture paths, each test isolated from the ones before it, and the
+tests over 30 s listed at the end with the CPU they used and what the host stole meanwhile.
 (No test sets Keras's global dtype policy: models take their precision as `dtype=`.)"""
 
 import glob
@@ -8,6 +9,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pathlib
 import signal
+import threading
 import time
 
 import pytest
@@ -75,3 +77,45 @@ def _isolated_process_state():
             except OSError:
                 pass
         pytest.fail(f"the test left child processes running (killed): {commands}")
+
+
+# Tests whose wall time passes this are listed at the end of the run with what the process and
+# the machine did meanwhile: a test that takes seconds alone has taken minutes inside the suite.
+STALL_SECONDS = 30
+_stalls: list[str] = []
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time, every thread's, its waited-for children's included."""
+    times = os.times()
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def _steal_seconds() -> float:
+    """CPU time the hypervisor gave other guests (Linux's /proc/stat; 0 elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    wall, cpu, steal = time.monotonic(), _cpu_seconds(), _steal_seconds()
+    threads = threading.active_count()
+    yield
+    took = time.monotonic() - wall
+    if took > STALL_SECONDS:
+        _stalls.append(
+            f"{item.nodeid}: {took:.0f} s wall, {_cpu_seconds() - cpu:.0f} s CPU of this process "
+            f"(children waited for included), {_steal_seconds() - steal:.0f} s stolen by the "
+            f"host, Python threads {threads} -> {threading.active_count()}"
+        )
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _stalls:
+        terminalreporter.section(f"tests over {STALL_SECONDS} s (setup, call and teardown)")
+        for line in _stalls:
+            terminalreporter.write_line(line)
