@@ -21,11 +21,11 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a checkout
 
-from albert_tf.tasks.squad.alignment import reference_alignment  # noqa: E402
 from albert_tf.tasks.squad.examples import read_squad_examples  # noqa: E402
 from albert_tf.tasks.squad.features import convert_examples_to_features  # noqa: E402
 from albert_tf.text.tokenization import AlbertTokenizer  # noqa: E402
 from benchmarks.machine import describe as describe_machine  # noqa: E402
+from benchmarks.squad_alignment_reference import reference_alignment  # noqa: E402
 
 SETTINGS = dict(max_seq_length=384, doc_stride=128, max_query_length=64, is_training=False)
 

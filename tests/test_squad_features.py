@@ -8,12 +8,7 @@ import random
 
 import pytest
 
-from albert_tf.tasks.squad.alignment import (
-    convert_index,
-    fast_alignment,
-    pieces_text,
-    reference_alignment,
-)
+from albert_tf.tasks.squad.alignment import convert_index, fast_alignment, pieces_text
 from albert_tf.tasks.squad.examples import (
     SquadExample,
     SquadFormatError,
@@ -28,6 +23,7 @@ from albert_tf.tasks.squad.features import (
     iter_features,
 )
 from albert_tf.text.tokenization import AlbertTokenizer
+from benchmarks.squad_alignment_reference import reference_alignment
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 SQUAD = FIXTURES / "original_squad"

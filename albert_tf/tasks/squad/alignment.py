@@ -8,11 +8,10 @@ context's characters and the pieces' characters ("▁" read as a space). The DP 
 Cells outside the band read as 0, and ties break as the original's, so the traceback (and every
 answer offset derived from it) is the original's.
 
-`reference_alignment` is that algorithm written plainly, cell by cell, as the original runs it
-(normalising both characters at every cell, a dense float32 table, a dict of back-pointers); it is
-kept as the yardstick for `fast_alignment`, which normalises each character once, computes the
-band row by row with bit operations (a row is a few machine words) and rebuilds the
-back-pointers only along the traceback.
+`fast_alignment` normalises each character once, computes the band row by row with bit
+operations (a row is a few machine words) and rebuilds the back-pointers only along the traceback.
+Its yardstick, the algorithm written plainly cell by cell as the original runs it, is
+`benchmarks/squad_alignment_reference.py` (the tests and the features benchmark compare the two).
 """
 
 from __future__ import annotations
@@ -28,9 +27,8 @@ from albert_tf.text.tokenization import SPIECE_UNDERLINE
 
 # The match must cover more than this fraction of the context's characters.
 MIN_MATCH_FRACTION = 0.8
-_BAND_MARGIN = 5
-# The original's smallest DP table side (it reuses one table, grown on demand).
-_MIN_TABLE_SIZE = 1024
+# The band's half-width is |n - m| plus this.
+BAND_MARGIN = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,79 +64,20 @@ def pieces_text(pieces: Sequence[str]) -> str:
     return "".join(pieces).replace(SPIECE_UNDERLINE, " ")
 
 
-def _normalize_char_uncached(char: str, lower: bool) -> str:
+@functools.lru_cache(maxsize=65536)
+def normalize_char(char: str, lower: bool) -> str:
+    """One context character as it appears in the pieces (may be "" or several characters)."""
     # The original's `preprocess_text(char, lower, remove_space=False)`: whitespace is kept as is.
     text = unicodedata.normalize("NFKD", char)
     text = "".join(c for c in text if not unicodedata.combining(c))
     return text.lower() if lower else text
 
 
-@functools.lru_cache(maxsize=65536)
-def normalize_char(char: str, lower: bool) -> str:
-    """One context character as it appears in the pieces (may be "" or several characters)."""
-    return _normalize_char_uncached(char, lower)
-
-
-def _checked_lengths(paragraph_text: str, tok_cat_text: str) -> tuple[int, int]:
+def checked_lengths(paragraph_text: str, tok_cat_text: str) -> tuple[int, int]:
+    """(n, m), the lengths of the context and of its pieces' text; ValueError if either is 0."""
     if not paragraph_text or not tok_cat_text:
         raise ValueError("cannot align an empty context or empty pieces")
     return len(paragraph_text), len(tok_cat_text)
-
-
-def reference_alignment(
-    paragraph_text: str, tok_cat_text: str, do_lower_case: bool
-) -> CharAlignment:
-    """The original's banded LCS, cell by cell; slow, kept to check `fast_alignment` against.
-
-    Args:
-        paragraph_text: the context as written (n characters).
-        tok_cat_text: `pieces_text` of its pieces (m characters).
-        do_lower_case: whether the pieces were lowercased.
-    """
-    n, m = _checked_lengths(paragraph_text, tok_cat_text)
-    f = np.zeros((max(n, _MIN_TABLE_SIZE), max(m, _MIN_TABLE_SIZE)), dtype=np.float32)
-    g: dict[tuple[int, int], int] = {}
-
-    def run(max_dist: int) -> None:
-        f.fill(0)
-        g.clear()
-        for i in range(n):
-            for j in range(i - max_dist, i + max_dist):
-                if j >= m or j < 0:
-                    continue
-                if i > 0:
-                    g[(i, j)] = 0
-                    f[i, j] = f[i - 1, j]
-                if j > 0 and f[i, j - 1] > f[i, j]:
-                    g[(i, j)] = 1
-                    f[i, j] = f[i, j - 1]
-                f_prev = f[i - 1, j - 1] if i > 0 and j > 0 else 0
-                same = _normalize_char_uncached(paragraph_text[i], do_lower_case) == tok_cat_text[j]
-                if same and f_prev + 1 > f[i, j]:
-                    g[(i, j)] = 2
-                    f[i, j] = f_prev + 1
-
-    max_dist = abs(n - m) + _BAND_MARGIN
-    for _ in range(2):
-        run(max_dist)
-        # A Python float threshold: the original compared a float32 scalar with a Python float,
-        # which NumPy 1 evaluated in float64.
-        if float(f[n - 1, m - 1]) > MIN_MATCH_FRACTION * n:
-            break
-        max_dist *= 2
-
-    orig_to_chartok: list[int | None] = [None] * n
-    chartok_to_orig: list[int | None] = [None] * m
-    i, j = n - 1, m - 1
-    while i >= 0 and j >= 0 and (i, j) in g:
-        if g[(i, j)] == 2:
-            orig_to_chartok[i], chartok_to_orig[j] = j, i
-            i, j = i - 1, j - 1
-        elif g[(i, j)] == 1:
-            j -= 1
-        else:
-            i -= 1
-    return CharAlignment(orig_to_chartok, chartok_to_orig, int(f[n - 1, m - 1]))
 
 
 def _context_codes(paragraph_text: str, lower: bool) -> np.ndarray:
@@ -197,16 +136,16 @@ def _band_rows(match_masks: list[int], d: int) -> tuple[list[int], list[int]]:
 
 
 def fast_alignment(paragraph_text: str, tok_cat_text: str, do_lower_case: bool) -> CharAlignment:
-    """Same result as `reference_alignment`, computed on the band with bit operations.
+    """The original's banded LCS alignment, computed on the band with bit operations.
 
     Args:
         paragraph_text: the context as written (n characters).
         tok_cat_text: `pieces_text` of its pieces (m characters).
         do_lower_case: whether the pieces were lowercased.
     """
-    n, m = _checked_lengths(paragraph_text, tok_cat_text)
+    n, m = checked_lengths(paragraph_text, tok_cat_text)
     codes = _context_codes(paragraph_text, do_lower_case)
-    d = abs(n - m) + _BAND_MARGIN
+    d = abs(n - m) + BAND_MARGIN
     for attempt in range(2):
         match_masks = _band_match_masks(codes, tok_cat_text, d)
         increments, bases = _band_rows(match_masks, d)

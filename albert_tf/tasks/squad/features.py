@@ -20,7 +20,8 @@ from albert_tf.text.tokenization import AlbertTokenizer
 
 logger = logging.getLogger(__name__)
 
-# (context, pieces' text, do_lower_case) -> alignment: `fast_alignment` or `reference_alignment`.
+# (context, pieces' text, do_lower_case) -> alignment: `fast_alignment`, or another computing the
+# same (the benchmarks' plain reference of the original's algorithm).
 AlignmentFn = Callable[[str, str, bool], CharAlignment]
 
 
@@ -329,9 +330,9 @@ def convert_examples_to_features(
         tokenizer: the model's tokenizer (its `do_lower_case` is the original's flag).
         max_seq_length, doc_stride, max_query_length: the original's flags (384, 128, 64).
         is_training: fill answer positions (and drop `example_index`) as the original.
-        alignment_fn: `fast_alignment`, or `reference_alignment` (the original's algorithm).
+        alignment_fn: `fast_alignment`, or another `AlignmentFn` computing the same.
         paragraph_cache_size: contexts kept tokenized and aligned; 0 redoes every question's
-            context as the original (with `reference_alignment`: the original's cost).
+            context as the original (with the plain reference alignment: the original's cost).
 
     Example:
         >>> feats = convert_examples_to_features(examples, tok, 384, 128, 64, False)  # doctest: +SKIP
