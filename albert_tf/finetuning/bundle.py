@@ -23,7 +23,8 @@ from albert_tf.io import atomic_path, refuse_unknown_keys, write_json
 from albert_tf.modeling.heads.text_classifier import AlbertTextClassifier
 
 MANIFEST_FILES = ("classifier_info.json", "squad_info.json", "race_info.json")
-# What the tasks' `export` writes into a manifest (`write_serving_bundle` adds the file names), every version's: any other key is a misspelling or another tool's file.
+# What the tasks' `export` writes into a manifest (`write_serving_bundle` adds the file names),
+# every version's: any other key is a misspelling or another tool's file.
 MANIFEST_KEYS = frozenset(
     {
         *("model_file", "spm_model_file", "albert_config_file", "checkpoint"),
