@@ -1,5 +1,6 @@
 """Shared test setup: quiet TF, fixture paths, each test isolated from the ones before it, and the
-tests over 30 s listed at the end with the CPU they used and what the host stole meanwhile.
+tests over 30 s listed at the end with the CPU they used, what the host stole and how long the
+machine waited for its disk meanwhile.
 (No test sets Keras's global dtype policy: models take their precision as `dtype=`.)"""
 
 import glob
@@ -100,9 +101,21 @@ def _steal_seconds() -> float:
         return 0.0
 
 
+def _io_stall_seconds() -> float:
+    """Time every task on the machine stood waiting for the disk at once (Linux's pressure stall
+    information, "full"; 0 where there is none): an fsync waiting behind other writes, say."""
+    try:
+        with open("/proc/pressure/io") as f:
+            full = next(line for line in f if line.startswith("full"))
+        return int(full.rsplit("total=", 1)[1]) / 1e6
+    except (OSError, StopIteration, ValueError):
+        return 0.0
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     wall, cpu, steal = time.monotonic(), _cpu_seconds(), _steal_seconds()
+    io_stall = _io_stall_seconds()
     threads = threading.active_count()
     yield
     took = time.monotonic() - wall
@@ -110,7 +123,8 @@ def pytest_runtest_protocol(item, nextitem):
         _stalls.append(
             f"{item.nodeid}: {took:.0f} s wall, {_cpu_seconds() - cpu:.0f} s CPU of this process "
             f"(children waited for included), {_steal_seconds() - steal:.0f} s stolen by the "
-            f"host, Python threads {threads} -> {threading.active_count()}"
+            f"host, {_io_stall_seconds() - io_stall:.0f} s with every task waiting for the disk, "
+            f"Python threads {threads} -> {threading.active_count()}"
         )
 
 
