@@ -187,8 +187,7 @@ class AlbertConfig:
     def from_preset(cls, name: str, **overrides) -> "AlbertConfig":
         """A named shape of `PRESETS`, with `overrides`: `tiny` (tests, smoke runs), `small` (the
         bundled `pretrained/albert-small-en`), `smoke` (benchmarks' script checks), and the ALBERT
-        v2 shapes `base`, `large`, `xlarge`,
-        `xxlarge` (dropout 0, as the v2 release).
+        v2 shapes `base`, `large`, `xlarge`, `xxlarge` (dropout 0, as the v2 release).
 
         xlarge uses 16 heads, as TF-Hub, Hugging Face and keras-hub do; the json inside the v2
         tarball reportedly says 32. Heads change no weight shape.
