@@ -216,7 +216,7 @@ def test_a_signal_ends_in_one_line_and_removes_the_staging_directory(stop, tmp_p
         stop,
         tmp_path / "log",
     )
-    assert status == 128 + stop
+    assert status == 128 + stop, output[-3000:]
     line = hostile.assert_one_line_ending(output)
     assert line == (
         f"Interrupted: stopped by {stop.name} (nothing was written under a final name in {out})"
@@ -235,7 +235,7 @@ def test_a_signal_during_a_conversion_ends_in_one_line_within_the_grace(tmp_path
 
     monkeypatch.setenv("ALBERT_TF_STOP_GRACE_SECONDS", "0.1")
     status, output, _ = hostile.interrupt_when(command, converting, signal.SIGTERM, log)
-    assert status == 128 + signal.SIGTERM
+    assert status == 128 + signal.SIGTERM, output[-3000:]
     line = hostile.assert_one_line_ending(output, "Interrupted: stopped by SIGTERM (")
     assert f"nothing was written under a final name in {out}" in line
     assert not out.exists()
