@@ -217,8 +217,12 @@ def describe(error: BaseException, bad_input: str | None = None) -> tuple[str, i
 
 
 def _line(error: BaseException, bad_input: str | None) -> tuple[str, int] | None:
-    if isinstance(error, (Interrupted, KeyboardInterrupt)):
-        signum = getattr(error, "signum", signal.SIGINT)
+    # A stop raised inside a library's context manager can come out as another error raised
+    # while it propagated (TensorFlow's graph stack finding itself unbalanced, say): the stop is
+    # still what ended the job.
+    stop = next((e for e in _chain(error) if isinstance(e, (Interrupted, KeyboardInterrupt))), None)
+    if stop is not None:
+        signum = getattr(stop, "signum", signal.SIGINT)
         return f"Interrupted: stopped by {signal.Signals(signum).name}", 128 + signum
     if found := resource_error(error):
         label, path, what = found

@@ -82,6 +82,13 @@ def test_signals_bad_input_and_bugs():
         143,
     )
     assert _failures.describe(KeyboardInterrupt()) == ("Interrupted: stopped by SIGINT", 130)
+    try:  # a stop that a context manager's clean-up turned into another error
+        try:
+            raise _failures.Interrupted(signal.SIGTERM)
+        finally:
+            raise AssertionError("Nesting violated for default stack")
+    except AssertionError as unbalanced:
+        assert _failures.describe(unbalanced) == ("Interrupted: stopped by SIGTERM", 143)
     assert _failures.describe(app.UsageError("--output is required")) == (
         "UsageError: --output is required",
         1,
