@@ -72,10 +72,10 @@ def _isolated_process_state():
     before, threads = child_processes(), os_threads()
     yield
     if os_threads() > threads:
-        # Threads left behind are those of tf.data iterators still held by reference cycles
-        # (a Keras model and its fit state). Freed by a later test's garbage collection, an
-        # iterator's destructor joins its threads with the GIL held, and that test stood idle
-        # for 30-130 s. Collected here, the test that left them pays at once (~1 s, ~40 tests).
+        # Threads left behind are those of tf.data iterators still held by reference cycles.
+        # Freed by a later test's garbage collection, an iterator's destructor joins its threads
+        # with the GIL held, and that test stood idle for 30-190 s. Collected here, the test
+        # that left them pays at once (~1 s, ~40 tests of the fast tier).
         gc.collect()
     absl_logging.set_verbosity(verbosity)
     os.chdir(cwd)
