@@ -99,6 +99,80 @@ def test_the_grid_passes_over_a_rate_that_leaves_a_seed_at_the_majority_class(tm
     assert study.best_rate(s, finetunes, "sst-2", pretrained=True) == 1e-3
 
 
+def _grid_run(s, lr, seed, accuracy, task="sst-2", pretrained=True):
+    return {
+        "stage": "grid",
+        "task": task,
+        "step": s.num_train_steps if pretrained else 0,
+        "learning_rate": lr,
+        "seed": seed,
+        "metrics": {"eval_accuracy": accuracy},
+        "baseline": {"eval_accuracy": 0.54},
+    }
+
+
+def test_rates_step_along_the_one_three_ten_ladder():
+    assert [study.next_rate(r, up=True) for r in (1e-4, 3e-4, 1e-3, 3e-3)] == [
+        3e-4,
+        1e-3,
+        3e-3,
+        1e-2,
+    ]
+    assert [study.next_rate(r, up=False) for r in (1e-4, 3e-4, 1e-3, 3e-5)] == [
+        3e-5,
+        1e-4,
+        3e-4,
+        1e-5,
+    ]
+
+
+def test_the_grid_grows_past_an_edge_that_holds_the_best_rate(tmp_path):
+    s = LiftSettings(work_dir=str(tmp_path))  # rates 1e-4, 3e-4, 1e-3; two seeds
+    accuracy = {1e-4: 0.64, 3e-4: 0.69, 1e-3: 0.74}
+    finetunes = {
+        f"{lr}-{seed}": _grid_run(s, lr, seed, accuracy[lr]) for lr in accuracy for seed in (1, 2)
+    }
+    assert study.grid_extension(s, finetunes, "sst-2", pretrained=True) == 3e-3
+    # The random init's grid is another: nothing of it yet.
+    assert study.grid_extension(s, finetunes, "sst-2", pretrained=False) is None
+    # Worse at 3e-3: 1e-3 is inside the grid now, and stays the best.
+    finetunes.update({f"3e-3-{seed}": _grid_run(s, 3e-3, seed, 0.70) for seed in (1, 2)})
+    assert study.grid_extension(s, finetunes, "sst-2", pretrained=True) is None
+    assert study.best_rate(s, finetunes, "sst-2", pretrained=True) == 1e-3
+    # Better at 3e-3 and at 1e-2 too: the grid stops after `grid_extensions` added rates.
+    for seed in (1, 2):
+        finetunes[f"3e-3-{seed}"]["metrics"]["eval_accuracy"] = 0.76
+    assert study.grid_extension(s, finetunes, "sst-2", pretrained=True) == 1e-2
+    finetunes.update({f"1e-2-{seed}": _grid_run(s, 1e-2, seed, 0.78) for seed in (1, 2)})
+    assert s.grid_extensions == 2
+    assert study.grid_extension(s, finetunes, "sst-2", pretrained=True) is None
+    # The lowest rate best grows the grid downwards.
+    low = {f"{lr}-1": _grid_run(s, lr, 1, 0.9 - 100 * lr) for lr in (1e-4, 3e-4, 1e-3)}
+    assert study.grid_extension(s, low, "sst-2", pretrained=True) == 3e-5
+
+
+def test_a_curve_fine_tune_is_stored_under_its_rate_and_not_reused_for_another(tmp_path):
+    s = LiftSettings(work_dir=str(tmp_path))
+    stages = Stages(str(tmp_path))
+    item = {"stage": "curve", "task": "sst-2", "step": 8000, "seed": 1}
+    assert study._name(item, 1e-3) == "curve/sst-2-step8000-lr0.001-seed1"
+    # No grid yet: no rate is chosen, so no stored curve run counts as done.
+    assert study._rate_for(s, study._stored_grid(s, stages), item) is None
+    rates = ((3e-5, 0.6), (1e-4, 0.64), (3e-4, 0.69), (1e-3, 0.74), (3e-3, 0.70))
+    for lr, accuracy in rates:
+        for seed in s.grid_seeds:
+            run = _grid_run(s, lr, seed, accuracy)
+            stages.get(study._name(run), lambda run=run: run)
+    stored = study._stored_grid(s, stages)
+    assert sorted({f["learning_rate"] for f in stored.values()}) == [lr for lr, _ in rates]
+    assert study._rate_for(s, stored, item) == 1e-3
+    before = study.estimate_seconds(s, stages, None)
+    stages.get(study._name(item, 1e-4), lambda: {"metrics": {"eval_accuracy": 0.7}})
+    assert study.estimate_seconds(s, stages, None) == before  # another rate's run: still to do
+    stages.get(study._name(item, 1e-3), lambda: {"metrics": {"eval_accuracy": 0.7}})
+    assert study.estimate_seconds(s, stages, None) < before
+
+
 def test_glue_folders_sample_train_sets_split_dev_only_tasks_and_never_mix(tmp_path):
     s = LiftSettings(
         work_dir=str(tmp_path),
@@ -174,8 +248,16 @@ def test_tiny_study_end_to_end_writes_results_and_bundle_and_resumes(tmp_path):
         results["bundle"]["sample_mlm"]
         == json.loads((bundle / "metrics.json").read_text())["sample_mlm"]
     )
+    grid = results["grid"]
+    assert set(grid) == {f"{t}/{k}" for t in SEEDED_TASKS for k in ("random_init", "pretrained")}
+    for key, by_rate in grid.items():
+        assert {f"{lr:g}" for lr in s.learning_rates} <= set(by_rate)
+        assert len(by_rate) <= len(s.learning_rates) + s.grid_extensions
+        assert f"{results['learning_rates'][key]:g}" in by_rate
+    for name, run in results["finetunes"].items():  # every fine-tune is named by its rate
+        assert f"-lr{run['learning_rate']:g}-" in name
     table = (tmp_path / "results" / "pretraining_lift.md").read_text()
-    assert "majority class" in table and "unigram" in table
+    assert "majority class" in table and "unigram" in table and "Learning-rate grid" in table
     for name in ("pretraining_lift_heldout.png", "pretraining_lift_downstream.png"):
         assert (tmp_path / "results" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -5,6 +5,7 @@ task, and two PNG plots (held-out MLM/SOP by step; downstream accuracy by step w
 from __future__ import annotations
 
 import os
+import statistics
 
 from albert_tf.io import write_json, write_text
 from benchmarks.ablations import plots, report as ablation_report
@@ -18,8 +19,6 @@ def repo_relative(path: str) -> str:
 
 
 def _stats(values: list[float]) -> dict:
-    import statistics
-
     percent = [round(100 * v, 2) for v in values]
     spread = statistics.stdev(percent) if len(percent) > 1 else 0.0
     return {"mean": round(statistics.mean(percent), 2), "std": round(spread, 2), "values": percent}
@@ -118,11 +117,27 @@ def results(
         "learning_rates": {
             f"{t}/{'pretrained' if p else 'random_init'}": lr for (t, p), lr in chosen.items()
         },
+        "grid": grid_means(s, finetunes),
         "downstream": lift,
         "downstream_curve": curve,
         "reported": reported,
         "stage_seconds": seconds,
         "finetunes": finetunes,
+    }
+
+
+def grid_means(s: LiftSettings, finetunes: dict) -> dict:
+    """{"task/random_init" or "task/pretrained": {rate: mean held-out accuracy over the grid
+    seeds, in %}}, rates in increasing order."""
+    found: dict[str, dict[float, list[float]]] = {}
+    for f in finetunes.values():
+        if f["stage"] == "grid" and f["step"] in (0, s.num_train_steps):
+            key = f"{f['task']}/{'pretrained' if f['step'] else 'random_init'}"
+            found.setdefault(key, {}).setdefault(f["learning_rate"], [])
+            found[key][f["learning_rate"]].append(f["metrics"]["eval_accuracy"])
+    return {
+        key: {f"{lr:g}": round(100 * statistics.mean(v), 2) for lr, v in sorted(rates.items())}
+        for key, rates in found.items()
     }
 
 
@@ -141,7 +156,8 @@ def stage_results(stages) -> dict:
 
 
 def markdown(r: dict) -> str:
-    """The tables: held-out curve, downstream by pretraining step, the reported tasks."""
+    """The tables: held-out curve, downstream by pretraining step, the learning-rate grid, the
+    reported tasks."""
     s = r["settings"]
     b = r["baselines"]
     lines = [
@@ -189,6 +205,8 @@ def markdown(r: dict) -> str:
         + " | ".join(f"{curve[t]['0']['baseline']:.1f}" for t in SEEDED_TASKS)
         + " |"
     )
+    grid = r["grid"]
+    rates = sorted({lr for by_rate in grid.values() for lr in by_rate}, key=float)
     lines += [
         "",
         "Lift of the final model over the random init: "
@@ -196,6 +214,21 @@ def markdown(r: dict) -> str:
         + ". Learning rates (chosen on a split of each train set): "
         + ", ".join(f"{k} {v:g}" for k, v in r["learning_rates"].items())
         + ".",
+        "",
+        "## Learning-rate grid",
+        "",
+        f"Accuracy on the held-out {100 * r['settings']['grid_holdout_share']:.0f}% of each "
+        f"train set, mean over seeds {r['settings']['grid_seeds']}; every curve point above "
+        "uses the rate chosen here for its start (random init or pretrained).",
+        "",
+        "| task / start | " + " | ".join(rates) + " |",
+        "|---|" + "---:|" * len(rates),
+        *(
+            f"| {key} | "
+            + " | ".join(f"{grid[key][lr]:.1f}" if lr in grid[key] else "" for lr in rates)
+            + " |"
+            for key in grid
+        ),
         "",
         "## Reported tasks (one seed, not averaged)",
         "",

@@ -5,7 +5,11 @@ later invocation; an interrupted pretraining resumes from its last checkpoint.""
 
 from __future__ import annotations
 
+import glob
+import json
+import math
 import os
+import re
 import statistics
 import time
 
@@ -23,6 +27,9 @@ EXAMPLE_SECONDS = {"sst-2": 0.0052, "qnli": 0.010, "mrpc": 0.0095, "rte": 0.011}
 FINETUNE_FIXED_SECONDS = 20.0
 DATA_SECONDS_PER_MB = 3.0
 PRECISION_CHECK_STEPS = 300
+# The bounds a grown grid stays within (at 1e-3 some QNLI fine-tunes already never leave the
+# majority class).
+MIN_GRID_RATE, MAX_GRID_RATE = 1e-5, 1e-2
 
 
 def finetune_plan(s: LiftSettings) -> list[dict]:
@@ -60,9 +67,43 @@ def _phase_stage(s: LiftSettings, end: int) -> str:
     return "pretraining" if end == s.phase_ends()[0] else f"pretraining/{end}"
 
 
-def _name(item: dict) -> str:
-    lr = f"-lr{item['learning_rate']:g}" if "learning_rate" in item else ""
-    return f"{item['stage']}/{item['task']}-step{item['step']}{lr}-seed{item['seed']}"
+def _name(item: dict, learning_rate: float | None = None) -> str:
+    """The stage name of a fine-tune: its rate is in it (a grid item's own, or the rate chosen
+    for a curve or reported item), so a result is never reused for another rate."""
+    lr = item.get("learning_rate", learning_rate)
+    rate = f"-lr{lr:g}" if lr is not None else ""
+    return f"{item['stage']}/{item['task']}-step{item['step']}{rate}-seed{item['seed']}"
+
+
+def next_rate(rate: float, up: bool) -> float:
+    """The neighbour of `rate` on the 1-3-10 ladder of learning rates (1e-4, 3e-4, 1e-3, ...)."""
+    mantissa = rate / 10 ** math.floor(math.log10(rate) + 1e-9)
+    if up:
+        step = 3 if mantissa < 2 else 10 / 3
+    else:
+        step = 1 / 3 if mantissa > 2 else 3 / 10
+    return float(f"{rate * step:.0e}")
+
+
+def grid_extension(s: LiftSettings, finetunes: dict, task: str, pretrained: bool) -> float | None:
+    """The rate to add to the grid of (`task`, `pretrained`) when its best rate is the grid's
+    highest or lowest (the best may lie beyond it), else None; at most
+    `s.grid_extensions` rates are added beyond the configured grid."""
+    rates = sorted(
+        {
+            f["learning_rate"]
+            for f in finetunes.values()
+            if f["stage"] == "grid" and f["task"] == task and (f["step"] > 0) == pretrained
+        }
+    )
+    if len(rates) < 2 or len(set(rates) - set(s.learning_rates)) >= s.grid_extensions:
+        return None
+    best = best_rate(s, finetunes, task, pretrained)
+    if best == rates[-1] and best < MAX_GRID_RATE:
+        return next_rate(best, up=True)
+    if best == rates[0] and best > MIN_GRID_RATE:
+        return next_rate(best, up=False)
+    return None
 
 
 def _rows_of(s: LiftSettings, item: dict, glue: dict | None) -> int:
@@ -73,7 +114,9 @@ def _rows_of(s: LiftSettings, item: dict, glue: dict | None) -> int:
 
 
 def estimate_seconds(s: LiftSettings, stages: Stages, glue: dict | None) -> float:
-    """CPU-seconds of what is left, from the costs above scaled to this model and these sets."""
+    """CPU-seconds of what is left, from the costs above scaled to this model and these sets
+    (rates a grid adds at its edge not counted; a curve or reported fine-tune counts as done
+    when it is stored at the rate the stored grid chooses)."""
     scale = _run_scale(s)
     total = 0.0 if stages.done("5_glue") else DATA_SECONDS_PER_MB * min(s.max_train_text_mb, 60)
     starts = (0, *s.phase_ends()[:-1])
@@ -82,11 +125,46 @@ def estimate_seconds(s: LiftSettings, stages: Stages, glue: dict | None) -> floa
             total += STEP_SECONDS * (end - start) * scale
     checkpoints = s.num_train_steps // s.checkpoint_every + 1
     total += sum(SCORE_SECONDS for k in range(checkpoints) if not stages.done(f"score/{k}"))
+    grid = _stored_grid(s, stages)
     for item in finetune_plan(s):
-        if not stages.done(_name(item)):
+        if not stages.done(_name(item, _rate_for(s, grid, item))):
             work = EXAMPLE_SECONDS[item["task"]] * s.finetune_epochs * _rows_of(s, item, glue)
             total += FINETUNE_FIXED_SECONDS + work * scale
     return total
+
+
+def _stored_grid(s: LiftSettings, stages: Stages) -> dict:
+    """The grid's stored results of this study (random init and final model), as `finetunes`."""
+    found = {}
+    for path in glob.glob(os.path.join(stages.directory, "grid", "*.json")):
+        name = "grid/" + os.path.basename(path)[: -len(".json")]
+        match = re.fullmatch(r"grid/(.+)-step(\d+)-lr(.+)-seed(\d+)", name)
+        if match and int(match[2]) in (0, s.num_train_steps):
+            with open(path, encoding="utf-8") as f:
+                result = json.load(f)
+            found[name] = {
+                "stage": "grid",
+                "task": match[1],
+                "step": int(match[2]),
+                "learning_rate": float(match[3]),
+                **result,
+            }
+    return found
+
+
+def _rate_for(s: LiftSettings, grid: dict, item: dict) -> float | None:
+    """The rate of a plan item: a grid item's own; else the one the grid chooses for its task
+    (the reported tasks take QNLI's) and start, None while that is not settled."""
+    if "learning_rate" in item:
+        return item["learning_rate"]
+    task = item["task"] if item["task"] in SEEDED_TASKS else SEEDED_TASKS[-1]
+    pretrained = item["step"] > 0
+    try:
+        if grid_extension(s, grid, task, pretrained) is not None:
+            return None
+        return best_rate(s, grid, task, pretrained)
+    except RuntimeError:  # no grid result yet
+        return None
 
 
 def prepare(s: LiftSettings, stages: Stages) -> dict:
@@ -167,49 +245,7 @@ def run_study(s: LiftSettings, machine: str) -> dict:
             lambda step=step: runs.score_checkpoint(s, records, step, precision),
         )
         _log(f"step {step}: held-out MLM {scores[step]['mlm']:.3f}, SOP {scores[step]['sop']:.3f}")
-    glue = prepared["glue"]
-    finetunes: dict[str, dict] = {}
-    chosen: dict[tuple[str, bool], float] = {}
-    plan = finetune_plan(s)
-    for i, item in enumerate(plan, 1):
-        task, step, pretrained_init = item["task"], item["step"], item["step"] > 0
-        if item["stage"] == "grid":
-            folder, lr = glue["grid_dir"], item["learning_rate"]
-        else:
-            # The reported tasks take the pair task's rate (QNLI) for the same start.
-            grid_task = task if task in SEEDED_TASKS else SEEDED_TASKS[-1]
-            folder, lr = (
-                glue["glue_dir"],
-                chosen.setdefault(
-                    (grid_task, pretrained_init),
-                    best_rate(s, finetunes, grid_task, pretrained_init),
-                ),
-            )
-        name = _name(item)
-        finetunes[name] = {
-            **item,
-            "learning_rate": lr,
-            **stages.get(
-                name,
-                lambda item=item, folder=folder, lr=lr, name=name: runs.finetune(
-                    s,
-                    item["task"],
-                    folder,
-                    _rows_of(s, item, glue),
-                    scores[item["step"]]["keras_model"],
-                    os.path.join(s.work_dir, "runs", "finetune", name.replace("/", "_")),
-                    lr,
-                    item["seed"],
-                    spm,
-                ),
-            ),
-        }
-        left = estimate_seconds(s, stages, glue) * WALL_PER_CPU_SECOND
-        _log(
-            f"[{i}/{len(plan)}] {name}: accuracy "
-            f"{finetunes[name]['metrics']['eval_accuracy']:.3f}; elapsed "
-            f"{_minutes(time.monotonic() - started)}, left ~{_minutes(left)}"
-        )
+    finetunes, chosen = run_finetunes(s, stages, prepared["glue"], scores, spm, started)
     results = report.results(
         s, machine, prepared, check, precision, pretrained, scores, finetunes, chosen, stages
     )
@@ -221,6 +257,67 @@ def run_study(s: LiftSettings, machine: str) -> dict:
     report.write(results, pretrained["curves"], s.results_dir)
     _log(f"results: {os.path.join(s.results_dir, 'pretraining_lift.json')} and .md, plots")
     return results
+
+
+def run_finetunes(
+    s: LiftSettings, stages: Stages, glue: dict, scores: dict, spm: str, started: float
+) -> tuple[dict, dict]:
+    """The plan's fine-tunes: the grid first (grown past its edge where the best rate is there),
+    then every other at the rate chosen for its task and start. Returns every result by stage
+    name and the chosen rates by (task, pretrained)."""
+    finetunes: dict[str, dict] = {}
+    plan = finetune_plan(s)
+
+    def finetune(item: dict, learning_rate: float, progress: str) -> None:
+        grid = item["stage"] == "grid"
+        name = _name(item, learning_rate)
+        finetunes[name] = {
+            **item,
+            "learning_rate": learning_rate,
+            **stages.get(
+                name,
+                lambda: runs.finetune(
+                    s,
+                    item["task"],
+                    glue["grid_dir"] if grid else glue["glue_dir"],
+                    _rows_of(s, item, glue),
+                    scores[item["step"]]["keras_model"],
+                    os.path.join(s.work_dir, "runs", "finetune", name.replace("/", "_")),
+                    learning_rate,
+                    item["seed"],
+                    spm,
+                ),
+            ),
+        }
+        left = estimate_seconds(s, stages, glue) * WALL_PER_CPU_SECOND
+        _log(
+            f"[{progress}] {name}: accuracy "
+            f"{finetunes[name]['metrics']['eval_accuracy']:.3f}; elapsed "
+            f"{_minutes(time.monotonic() - started)}, left ~{_minutes(left)}"
+        )
+
+    grid_items = [item for item in plan if item["stage"] == "grid"]
+    for i, item in enumerate(grid_items, 1):
+        finetune(item, item["learning_rate"], f"{i}/{len(plan)}")
+    chosen: dict[tuple[str, bool], float] = {}
+    for task in SEEDED_TASKS:
+        for pretrained_init in (False, True):
+            # A best rate at the grid's edge may not be the best: the grid grows past it.
+            while (extra := grid_extension(s, finetunes, task, pretrained_init)) is not None:
+                _log(
+                    f"grid: {task} ({'pretrained' if pretrained_init else 'random init'}) best "
+                    f"at the edge of the grid: adding {extra:g}"
+                )
+                step = s.num_train_steps if pretrained_init else 0
+                for seed in s.grid_seeds:
+                    item = {"stage": "grid", "task": task, "step": step, "seed": seed}
+                    finetune({**item, "learning_rate": extra}, extra, "grid extension")
+            chosen[(task, pretrained_init)] = best_rate(s, finetunes, task, pretrained_init)
+    for i, item in enumerate(plan[len(grid_items) :], len(grid_items) + 1):
+        # The reported tasks take the pair task's rate (QNLI) for the same start.
+        grid_task = item["task"] if item["task"] in SEEDED_TASKS else SEEDED_TASKS[-1]
+        finetune(item, chosen[(grid_task, item["step"] > 0)], f"{i}/{len(plan)}")
+    return finetunes, chosen
 
 
 def best_rate(s: LiftSettings, finetunes: dict, task: str, pretrained: bool) -> float:
