@@ -5,8 +5,6 @@ later invocation; an interrupted pretraining resumes from its last checkpoint.""
 
 from __future__ import annotations
 
-import glob
-import json
 import math
 import os
 import re
@@ -136,12 +134,9 @@ def estimate_seconds(s: LiftSettings, stages: Stages, glue: dict | None) -> floa
 def _stored_grid(s: LiftSettings, stages: Stages) -> dict:
     """The grid's stored results of this study (random init and final model), as `finetunes`."""
     found = {}
-    for path in glob.glob(os.path.join(stages.directory, "grid", "*.json")):
-        name = "grid/" + os.path.basename(path)[: -len(".json")]
+    for name, result in report.stage_results(stages).items():
         match = re.fullmatch(r"grid/(.+)-step(\d+)-lr(.+)-seed(\d+)", name)
         if match and int(match[2]) in (0, s.num_train_steps):
-            with open(path, encoding="utf-8") as f:
-                result = json.load(f)
             found[name] = {
                 "stage": "grid",
                 "task": match[1],
