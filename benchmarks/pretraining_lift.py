@@ -5,7 +5,7 @@ each, the learning rate chosen on a split of each train set, never on dev), with
 reported beside their trivial baselines. Results: benchmarks/results/pretraining_lift.json,
 .md and two PNG plots; the final model is what the repository ships in pretrained/.
 
-    # the study (about 2 hours on 2 idle cores): the Gutenberg novels and English Wikipedia
+    # the study (about 6 hours on 2 cores, 3.7 of them pretraining): Gutenberg and Wikipedia
     python benchmarks/pretraining_lift.py \
         --corpus_dir=../shared/data/corpus/gutenberg,../shared/data/corpus/enwiki_2015 \
         --glue_dir=../shared/data/glue

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from benchmarks.ablations.study import Stages
-from benchmarks.lift import data, runs, study
+from benchmarks.lift import data, report, runs, study
 from benchmarks.lift.settings import REPORTED_TASKS, SEEDED_TASKS, LiftSettings
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -267,3 +267,18 @@ def test_tiny_study_end_to_end_writes_results_and_bundle_and_resumes(tmp_path):
     assert stage_files(tmp_path / "work") == before  # every stage reused
     rerun = json.loads((tmp_path / "results" / "pretraining_lift.json").read_text())
     assert rerun["downstream"] == results["downstream"]
+
+
+def test_stage_seconds_count_only_the_stages_this_study_used(tmp_path):
+    earlier = Stages(str(tmp_path))  # a longer study ran in the same work_dir before
+    for name, seconds in (("pretraining", 100), ("pretraining/80000", 500), ("score/40", 7)):
+        earlier.get(name, lambda seconds=seconds: {"took": seconds})
+        stored = json.loads(pathlib.Path(earlier.path(name)).read_text(encoding="utf-8"))
+        stored["seconds"] = seconds
+        pathlib.Path(earlier.path(name)).write_text(json.dumps(stored), encoding="utf-8")
+    now = Stages(str(tmp_path))
+    now.get("pretraining", dict)  # stored: read back, not run again
+    now.get("score/40", dict)
+    seconds = report.stage_seconds(now)
+    assert seconds["pretraining"] == 100 and seconds["score"] == 7
+    assert seconds["grid"] == 0 and set(seconds) == set(report.STAGE_KINDS)

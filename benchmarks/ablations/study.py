@@ -45,6 +45,8 @@ class Stages:
 
     def __init__(self, work_dir: str):
         self.directory = os.path.join(work_dir, "stages")
+        # The stages this run asked for: a work_dir may also hold other studies' stages.
+        self.used: set[str] = set()
 
     def path(self, name: str) -> str:
         return os.path.join(self.directory, f"{name}.json")
@@ -54,6 +56,7 @@ class Stages:
 
     def get(self, name: str, work) -> dict:
         """The stage's stored result, or `work()`'s (stored, with its seconds) when not done."""
+        self.used.add(name)
         if self.done(name):
             with open(self.path(name), encoding="utf-8") as f:
                 return json.load(f)

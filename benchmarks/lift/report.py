@@ -71,24 +71,6 @@ def results(
         }
         for task in SEEDED_TASKS
     }
-    seconds = {
-        name: round(
-            sum(v["seconds"] for k, v in stage_results(stages).items() if k.startswith(name)), 1
-        )
-        for name in (
-            "1_text",
-            "2_vocab",
-            "3_records",
-            "4_baseline",
-            "5_glue",
-            "precision",
-            "pretraining",
-            "score",
-            "grid",
-            "curve",
-            "reported",
-        )
-    }
     return {
         "machine": machine,
         "versions": ablation_report.versions(),
@@ -121,7 +103,7 @@ def results(
         "downstream": lift,
         "downstream_curve": curve,
         "reported": reported,
-        "stage_seconds": seconds,
+        "stage_seconds": stage_seconds(stages),
         "finetunes": finetunes,
     }
 
@@ -138,6 +120,39 @@ def grid_means(s: LiftSettings, finetunes: dict) -> dict:
     return {
         key: {f"{lr:g}": round(100 * statistics.mean(v), 2) for lr, v in sorted(rates.items())}
         for key, rates in found.items()
+    }
+
+
+STAGE_KINDS = (
+    "1_text",
+    "2_vocab",
+    "3_records",
+    "4_baseline",
+    "5_glue",
+    "precision",
+    "pretraining",
+    "score",
+    "grid",
+    "curve",
+    "reported",
+)
+
+
+def stage_seconds(stages) -> dict[str, float]:
+    """Seconds spent on each kind of stage this study used (`stages.used`), however long ago
+    each ran; stages of another study in the same work_dir (a longer run, a rate not chosen)
+    do not count."""
+    results = stage_results(stages)
+    return {
+        kind: round(
+            sum(
+                results[name].get("seconds", 0.0)
+                for name in stages.used
+                if name in results and name.split("/")[0] == kind
+            ),
+            1,
+        )
+        for kind in STAGE_KINDS
     }
 
 
