@@ -21,8 +21,6 @@ re-run reuses every finished stage under --work_dir. English Wikipedia text is C
 Wikipedia's contributors (converted to plain text by WikiExtractor; see shared/data/README.md).
 """
 
-import importlib.util
-import os
 import pathlib
 import sys
 
@@ -31,36 +29,21 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
 from absl import app, flags
 
+from benchmarks import study_flags
 from benchmarks.ablations.settings import StudySettings, select_runs, study_runs
 from benchmarks.machine import describe as describe_machine
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list(
-    "corpus_dir",
-    None,
-    "Text folders, each with train/ and heldout/ (or its last file by name held out); "
-    "default: the repository's sample corpus.",
-)
-flags.DEFINE_string("glue_dir", None, "GLUE folders (default: benchmarks/data/glue, sampled).")
+study_flags.define_study_flags("benchmarks/data/glue, sampled", "runs/paper_ablations")
+flags.adopt_module_key_flags(study_flags)  # listed by --help too
 flags.DEFINE_list("runs", None, "Runs or groups to do (e.g. sop,nsp-seed2); default: all.")
-flags.DEFINE_enum("size", "study", ["study", "tiny"], "tiny: minutes, to check the script.")
-flags.DEFINE_string("work_dir", None, "Data and runs (default: runs/paper_ablations).")
-flags.DEFINE_string("results_dir", None, "Where results go (default: benchmarks/results).")
 flags.DEFINE_list("seeds", None, "Seeds of the headline runs (default: 1,2).")
-flags.DEFINE_integer("num_train_steps", None, "Pretraining steps (default: the size's).")
 flags.DEFINE_float("max_train_text_mb", None, "Training text read (default: the size's).")
 
 
-def settings_from_flags() -> StudySettings:
+def study_settings() -> StudySettings:
     """The study's settings: the size's defaults with the flags given."""
-    base = StudySettings()
-    work_dir = FLAGS.work_dir or base.work_dir
-    results_dir = FLAGS.results_dir or base.results_dir
     overrides = {}
-    if FLAGS.corpus_dir:
-        overrides["corpus_dirs"] = tuple(os.path.abspath(d) for d in FLAGS.corpus_dir)
-    if FLAGS.glue_dir:
-        overrides["glue_dir"] = os.path.abspath(FLAGS.glue_dir)
     if FLAGS.seeds:
         overrides["seeds"] = tuple(int(s) for s in FLAGS.seeds)
     if FLAGS.num_train_steps:
@@ -68,21 +51,15 @@ def settings_from_flags() -> StudySettings:
         overrides["num_warmup_steps"] = max(1, FLAGS.num_train_steps // 10)
     if FLAGS.max_train_text_mb:
         overrides["max_train_text_mb"] = FLAGS.max_train_text_mb
-    if FLAGS.size == "tiny":
-        return StudySettings.tiny(work_dir, results_dir, **overrides)
-    return StudySettings(work_dir=work_dir, results_dir=results_dir, **overrides)
+    return study_flags.settings_from_flags(StudySettings, **overrides)
 
 
 def main(argv):
     del argv
     from benchmarks.ablations.study import run_study
 
-    if importlib.util.find_spec("matplotlib") is None:  # checked now, not after the whole study
-        raise app.UsageError(
-            "the study's plots need matplotlib: pip install -r requirements-dev.txt"
-        )
-
-    settings = settings_from_flags()
+    study_flags.require_matplotlib()
+    settings = study_settings()
     try:
         selected = select_runs(study_runs(settings.seeds), FLAGS.runs)
     except ValueError as error:

@@ -17,31 +17,21 @@ of which only GLUE's dev set is at hand, has that set split once, seeded, into 4
 training and the rest for evaluation. A re-run reuses every finished stage under --work_dir.
 """
 
-import importlib.util
-import os
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
-from absl import app, flags
+from absl import flags
 
+from benchmarks import study_flags
 from benchmarks.lift.settings import LiftSettings
 from benchmarks.machine import describe as describe_machine
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list(
-    "corpus_dir",
-    None,
-    "Text folders, each with train/ and heldout/ (or its last file by name held out); "
-    "default: the repository's sample corpus.",
-)
-flags.DEFINE_string("glue_dir", None, "GLUE folders (default: benchmarks/data/glue_lift).")
-flags.DEFINE_enum("size", "study", ["study", "tiny"], "tiny: minutes, to check the script.")
-flags.DEFINE_string("work_dir", None, "Data and runs (default: runs/pretraining_lift).")
-flags.DEFINE_string("results_dir", None, "Where results go (default: benchmarks/results).")
-flags.DEFINE_integer("num_train_steps", None, "Pretraining steps (default: the size's).")
+study_flags.define_study_flags("benchmarks/data/glue_lift", "runs/pretraining_lift")
+flags.adopt_module_key_flags(study_flags)  # listed by --help too
 flags.DEFINE_list("curve_steps", None, "Checkpoints fine-tuned (default: the size's).")
 flags.DEFINE_list(
     "restart_steps",
@@ -64,16 +54,9 @@ flags.DEFINE_enum(
 )
 
 
-def settings_from_flags() -> LiftSettings:
+def lift_settings() -> LiftSettings:
     """The study's settings: the size's defaults with the flags given."""
-    base = LiftSettings()
-    work_dir = FLAGS.work_dir or base.work_dir
-    results_dir = FLAGS.results_dir or base.results_dir
     overrides = {}
-    if FLAGS.corpus_dir:
-        overrides["corpus_dirs"] = tuple(os.path.abspath(d) for d in FLAGS.corpus_dir)
-    if FLAGS.glue_dir:
-        overrides["glue_dir"] = os.path.abspath(FLAGS.glue_dir)
     if FLAGS.num_train_steps:
         overrides["num_train_steps"] = FLAGS.num_train_steps
     if FLAGS.curve_steps:
@@ -84,21 +67,15 @@ def settings_from_flags() -> LiftSettings:
         overrides["restart_learning_rate"] = FLAGS.restart_learning_rate
     if FLAGS.mixed_precision:
         overrides["mixed_precision"] = FLAGS.mixed_precision
-    try:
-        if FLAGS.size == "tiny":
-            return LiftSettings.tiny(work_dir, results_dir, **overrides)
-        return LiftSettings(work_dir=work_dir, results_dir=results_dir, **overrides)
-    except ValueError as error:
-        raise app.UsageError(str(error)) from error
+    return study_flags.settings_from_flags(LiftSettings, **overrides)
 
 
 def main(argv):
     del argv
     from benchmarks.lift.study import run_study
 
-    if importlib.util.find_spec("matplotlib") is None:  # checked now, not after the whole study
-        raise app.UsageError("the plots need matplotlib: pip install -r requirements-dev.txt")
-    run_study(settings_from_flags(), describe_machine())
+    study_flags.require_matplotlib()
+    run_study(lift_settings(), describe_machine())
 
 
 if __name__ == "__main__":
