@@ -45,8 +45,9 @@ class Stages:
 
     def __init__(self, work_dir: str):
         self.directory = os.path.join(work_dir, "stages")
-        # The stages this run asked for: a work_dir may also hold other studies' stages.
-        self.used: set[str] = set()
+        # What each stage this run asked for took when it ran: a work_dir may also hold other
+        # studies' stages, which are not this run's time.
+        self.seconds: dict[str, float] = {}
 
     def path(self, name: str) -> str:
         return os.path.join(self.directory, f"{name}.json")
@@ -56,15 +57,16 @@ class Stages:
 
     def get(self, name: str, work) -> dict:
         """The stage's stored result, or `work()`'s (stored, with its seconds) when not done."""
-        self.used.add(name)
         if self.done(name):
             with open(self.path(name), encoding="utf-8") as f:
-                return json.load(f)
-        started = time.monotonic()
-        result = work()
-        result["seconds"] = round(time.monotonic() - started, 1)
-        os.makedirs(os.path.dirname(self.path(name)), exist_ok=True)
-        write_json(self.path(name), result)
+                result = json.load(f)
+        else:
+            started = time.monotonic()
+            result = work()
+            result["seconds"] = round(time.monotonic() - started, 1)
+            os.makedirs(os.path.dirname(self.path(name)), exist_ok=True)
+            write_json(self.path(name), result)
+        self.seconds[name] = result.get("seconds", 0.0)
         return result
 
 

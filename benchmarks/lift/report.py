@@ -4,6 +4,7 @@ task, and two PNG plots (held-out MLM/SOP by step; downstream accuracy by step w
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 
@@ -139,29 +140,20 @@ STAGE_KINDS = (
 
 
 def stage_seconds(stages) -> dict[str, float]:
-    """Seconds spent on each kind of stage this study used (`stages.used`), however long ago
+    """Seconds spent on each kind of stage this study used (`stages.seconds`), however long ago
     each ran; stages of another study in the same work_dir (a longer run, a rate not chosen)
     do not count."""
-    results = stage_results(stages)
     return {
-        kind: round(
-            sum(
-                results[name].get("seconds", 0.0)
-                for name in stages.used
-                if name in results and name.split("/")[0] == kind
-            ),
-            1,
-        )
+        kind: round(sum(t for name, t in stages.seconds.items() if name.split("/")[0] == kind), 1)
         for kind in STAGE_KINDS
     }
 
 
-def stage_results(stages) -> dict:
-    """Every stored stage result by name (its path under the stages folder, no suffix)."""
-    import json
-
+def stage_results(stages, folder: str) -> dict:
+    """The stored stage results under one folder of the stages (e.g. "grid"), by name (the
+    path under the stages folder, no suffix)."""
     found = {}
-    for root, _, files in os.walk(stages.directory):
+    for root, _, files in os.walk(os.path.join(stages.directory, folder)):
         for file in files:
             if file.endswith(".json"):
                 name = os.path.relpath(os.path.join(root, file), stages.directory)[: -len(".json")]

@@ -134,7 +134,7 @@ def estimate_seconds(s: LiftSettings, stages: Stages, glue: dict | None) -> floa
 def _stored_grid(s: LiftSettings, stages: Stages) -> dict:
     """The grid's stored results of this study (random init and final model), as `finetunes`."""
     found = {}
-    for name, result in report.stage_results(stages).items():
+    for name, result in report.stage_results(stages, "grid").items():
         match = re.fullmatch(r"grid/(.+)-step(\d+)-lr(.+)-seed(\d+)", name)
         if match and int(match[2]) in (0, s.num_train_steps):
             found[name] = {
