@@ -46,7 +46,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
 from albert_tf.output_dirs import describe_removed
-from data_prep import beam_workers, corpus, writer
+from data_prep import beam_logs, beam_workers, corpus, writer
 from data_prep.beam_stages import (
     WRITE_FAILURES,
     ProcessPools,
@@ -102,44 +102,9 @@ def _run(
     run_id = uuid.uuid4().hex[:12]
     temps = [_hidden(path, f"beam-{run_id}") for path in outputs]
     spill_prefix = temps[0]  # the run's other hidden files are named after the first shard's
-    totals_path = f"{spill_prefix}.totals.json"
     try:
-        runner, options = beam_workers.runner_and_options(
-            beam_runner, pipeline_args, config.num_workers
-        )
-        p = beam.Pipeline(runner=runner, options=options)
-        read = (
-            p
-            # Create reshuffles two or more elements itself: the files spread over the workers.
-            | "Files" >> beam.Create(list(enumerate(paths)), reshuffle=True)
-            | "ReadPools"
-            >> beam.ParDo(ReadPools(config, spill_prefix)).with_outputs("skips", main="pools")
-        )
-        processed = (
-            read.pools
-            | "SpreadPools" >> beam.Reshuffle()
-            | "ProcessPools"
-            >> beam.ParDo(ProcessPools(config, len(outputs), spill_prefix)).with_outputs(
-                "stats", main="slices"
-            )
-        )
-        written = (
-            processed.slices
-            | "GroupByShard" >> beam.GroupByKey()
-            | "WriteShards" >> beam.ParDo(WriteShard(temps))
-        )
-        _ = (
-            (read.skips, processed.stats, written)
-            | "AllTotals" >> beam.Flatten()
-            # Never empty (a file gives pools or a skip), so no default value is needed.
-            | "CombineTotals" >> beam.CombineGlobally(TotalsFn()).without_defaults()
-            | "WriteTotals" >> beam.Map(write_totals, totals_path)
-        )
-        with beam_workers.quiet_worker_threads():
-            result = p.run()
-            result.wait_until_finish()
-        _raise_write_failure(result)
-        totals = pickle.loads(read_bytes(totals_path))
+        with beam_logs.quiet_local_job(beam_runner):
+            totals = _run_pipeline(config, beam_runner, pipeline_args, paths, spill_prefix, temps)
         for shard, temp in enumerate(temps):
             if shard not in totals["shards"]:  # no record fell into this shard
                 write_bytes(b"", temp)
@@ -166,6 +131,54 @@ def _run(
         beam_runner,
     )
     return summary
+
+
+def _run_pipeline(
+    config: DataPrepConfig,
+    beam_runner: str,
+    pipeline_args: str | Sequence[str],
+    paths: list[str],
+    spill_prefix: str,
+    temps: list[str],
+) -> dict:
+    """Builds and runs the pipeline; returns its totals (skips, statistics, shard counts)."""
+    totals_path = f"{spill_prefix}.totals.json"
+    runner, options = beam_workers.runner_and_options(
+        beam_runner, pipeline_args, config.num_workers
+    )
+    p = beam.Pipeline(runner=runner, options=options)
+    read = (
+        p
+        # Create reshuffles two or more elements itself: the files spread over the workers.
+        | "Files" >> beam.Create(list(enumerate(paths)), reshuffle=True)
+        | "ReadPools"
+        >> beam.ParDo(ReadPools(config, spill_prefix)).with_outputs("skips", main="pools")
+    )
+    processed = (
+        read.pools
+        | "SpreadPools" >> beam.Reshuffle()
+        | "ProcessPools"
+        >> beam.ParDo(ProcessPools(config, len(temps), spill_prefix)).with_outputs(
+            "stats", main="slices"
+        )
+    )
+    written = (
+        processed.slices
+        | "GroupByShard" >> beam.GroupByKey()
+        | "WriteShards" >> beam.ParDo(WriteShard(temps))
+    )
+    _ = (
+        (read.skips, processed.stats, written)
+        | "AllTotals" >> beam.Flatten()
+        # Never empty (a file gives pools or a skip), so no default value is needed.
+        | "CombineTotals" >> beam.CombineGlobally(TotalsFn()).without_defaults()
+        | "WriteTotals" >> beam.Map(write_totals, totals_path)
+    )
+    with beam_logs.quiet_worker_threads():
+        result = p.run()
+        result.wait_until_finish()
+    _raise_write_failure(result)
+    return pickle.loads(read_bytes(totals_path))
 
 
 def _raise_write_failure(result) -> None:

@@ -10,20 +10,21 @@ one per worker that exited.
 
 from __future__ import annotations
 
-import contextlib
 import logging as std_logging
 import shlex
 import sys
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-from absl import logging
 from apache_beam.options.pipeline_options import PipelineOptions
 
 # Beam's own worker command (`sdk_worker_main`), in a new process group first; `exec`: no shell
-# is left in the launcher's group (Beam starts the command through one).
+# is left in the launcher's group (Beam starts the command through one). The NullHandler: a
+# worker's records reach the launcher over Beam's logging service (`beam_logs`); without a
+# handler of its own, Beam's first `logging.warning` would give the worker one on stderr, which
+# prints every record a second time, tracebacks of a teardown included.
 WORKER_COMMAND = f"exec {shlex.quote(sys.executable)} -c " + shlex.quote(
-    "import os, runpy; os.setpgrp(); "
+    "import logging, os, runpy; os.setpgrp(); "
+    "logging.getLogger().addHandler(logging.NullHandler()); "
     "runpy.run_module('apache_beam.runners.worker.sdk_worker_main', run_name='__main__', "
     "alter_sys=True)"
 )
@@ -57,19 +58,3 @@ def runner_and_options(
     )
     environment = SubprocessSDKEnvironment.from_command_string(WORKER_COMMAND)
     return FnApiRunner(default_environment=environment), options
-
-
-@contextlib.contextmanager
-def quiet_worker_threads() -> Iterator[None]:
-    """Inside, and after an error leaves it, an error in one of Beam's threads (a worker that
-    exits as the job is torn down) is one debug line instead of a traceback: the error that ends
-    the job says why. A job that succeeds gets the previous hook back."""
-    previous = threading.excepthook
-
-    def hook(args: threading.ExceptHookArgs) -> None:
-        name = args.thread.name if args.thread else "?"
-        logging.debug("Beam thread %s: %s: %s", name, args.exc_type.__name__, args.exc_value)
-
-    threading.excepthook = hook
-    yield
-    threading.excepthook = previous

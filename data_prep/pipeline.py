@@ -29,8 +29,11 @@ def run_on_beam(
     """The same job on Apache Beam (see `data_prep.beam_runner.run`); a clear error without Beam."""
     if beam_runner not in BEAM_RUNNERS:
         raise ValueError(f"--beam_runner must be one of {BEAM_RUNNERS}, got {beam_runner!r}")
+    from data_prep import beam_logs
+
     try:
-        from data_prep import beam_runner as beam_job
+        with beam_logs.quiet_import():
+            from data_prep import beam_runner as beam_job
     except ImportError as e:
         if (e.name or "").split(".")[0] != "apache_beam":
             raise
