@@ -18,6 +18,7 @@ Nothing here imports Beam at import time, so that `quiet_import` can wrap Beam's
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import logging as std_logging
 import os
@@ -30,6 +31,7 @@ from absl import logging
 RELAY_LOGGER = "apache_beam.runners.portability.local_job_service"
 
 
+@functools.cache
 def _beam_directory() -> str:
     spec = importlib.util.find_spec("apache_beam")  # finds the package without importing it
     locations = (spec.submodule_search_locations or []) if spec else []
