@@ -88,6 +88,7 @@ def run_in(folder: pathlib.Path, *command) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, cwd=folder, env=env, timeout=300)
 
 
+@pytest.mark.e2e  # builds and installs a wheel, then starts its scripts
 def test_the_wheel_installs_and_its_scripts_run_outside_the_checkout(tmp_path):
     wheel = build_wheel(tmp_path)
     venv = tmp_path / "venv"
