@@ -18,8 +18,6 @@ Nothing here imports Beam at import time, so that `quiet_import` can wrap Beam's
 from __future__ import annotations
 
 import contextlib
-import functools
-import importlib.util
 import logging as std_logging
 import os
 import threading
@@ -27,30 +25,10 @@ from collections.abc import Iterator
 
 from absl import logging
 
+from albert_tf.log_filters import PackageRecordsBelow
+
 # Where the FnApiRunner's launcher logs what its workers sent, as 'Worker: <LogEntry text>'.
 RELAY_LOGGER = "apache_beam.runners.portability.local_job_service"
-
-
-@functools.cache
-def _beam_directory() -> str:
-    spec = importlib.util.find_spec("apache_beam")  # finds the package without importing it
-    locations = (spec.submodule_search_locations or []) if spec else []
-    return os.path.join(os.path.realpath(locations[0]), "") if locations else "\0"
-
-
-def _from_beam(path: str) -> bool:
-    return os.path.realpath(path).startswith(_beam_directory())
-
-
-class _BeamBelow(std_logging.Filter):
-    """Drops the records Beam's own code logs below `level`."""
-
-    def __init__(self, level: int):
-        super().__init__()
-        self.level = level
-
-    def filter(self, record: std_logging.LogRecord) -> bool:
-        return record.levelno >= self.level or not _from_beam(record.pathname)
 
 
 def _worth_relaying_from_beam(path: str, level: int) -> bool:
@@ -72,6 +50,7 @@ class _WorkerRecords(std_logging.Filter):
 
         self._entry_type = beam_fn_api_pb2.LogEntry
         self._levels = LOGENTRY_TO_LOG_LEVEL_MAP
+        self._beam = PackageRecordsBelow("apache_beam")
 
     def filter(self, record: std_logging.LogRecord) -> bool:
         from google.protobuf import text_format
@@ -85,7 +64,7 @@ class _WorkerRecords(std_logging.Filter):
             return True
         path, _, line = entry.log_location.rpartition(":")
         level = self._levels.get(entry.severity, std_logging.INFO)
-        if _from_beam(path) and not _worth_relaying_from_beam(path, level):
+        if self._beam.covers(path) and not _worth_relaying_from_beam(path, level):
             return False
         record.msg, record.args = entry.message, ()
         record.levelno = level
@@ -115,7 +94,7 @@ def quiet_import() -> Iterator[None]:
     if logging.level_debug():
         yield
         return
-    with _filtering(_BeamBelow(std_logging.ERROR)):
+    with _filtering(PackageRecordsBelow("apache_beam", std_logging.ERROR)):
         yield
 
 
@@ -131,7 +110,7 @@ def quiet_local_job(beam_runner: str) -> Iterator[None]:
     worker_records = _WorkerRecords()
     relay.addFilter(worker_records)
     try:
-        with _filtering(_BeamBelow(std_logging.WARNING)):
+        with _filtering(PackageRecordsBelow("apache_beam")):
             yield
     finally:
         relay.removeFilter(worker_records)

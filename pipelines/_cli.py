@@ -24,7 +24,6 @@ What the user sees:
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging as std_logging
 import os
 import re
@@ -37,6 +36,7 @@ from collections.abc import Callable, Iterable, MutableMapping
 from absl import app, flags, logging
 
 from albert_tf import stopping
+from albert_tf.log_filters import PackageRecordsBelow
 from pipelines import _failures
 
 # 2 rather than 1: the WARNING lines TensorFlow prints in our runs are notes on its own internals
@@ -164,24 +164,6 @@ class ShortFormatter(std_logging.Formatter):
         return f"{stamp} {level}{super().format(record)}"
 
 
-class NoTensorFlowInfo(std_logging.Filter):
-    """Drops records below WARNING logged from inside the TensorFlow package (much of which logs
-    through absl, as our code does, so the logger name does not tell them apart)."""
-
-    def __init__(self):
-        super().__init__()
-        spec = importlib.util.find_spec("tensorflow")  # finds the package without importing it
-        locations = (spec.submodule_search_locations or []) if spec else []
-        self._prefixes = tuple(os.path.join(os.path.realpath(d), "") for d in locations)
-
-    def filter(self, record: std_logging.LogRecord) -> bool:
-        return (
-            record.levelno >= std_logging.WARNING
-            or not self._prefixes
-            or not os.path.realpath(record.pathname).startswith(self._prefixes)
-        )
-
-
 def configure_logging() -> None:
     """Short log lines and no TensorFlow INFO lines, unless `--verbosity` is above 0 (needs the
     flags parsed: `run` calls it after parsing)."""
@@ -189,7 +171,9 @@ def configure_logging() -> None:
         return
     handler = logging.get_absl_handler()
     handler.setFormatter(ShortFormatter())
-    handler.addFilter(NoTensorFlowInfo())
+    # Much of TensorFlow logs through absl, as our code does: where a record comes from, not its
+    # logger's name, tells them apart.
+    handler.addFilter(PackageRecordsBelow("tensorflow"))
     # TensorFlow's other Python logger (tf.get_logger()), which also reaches absl's handler.
     std_logging.getLogger("tensorflow").setLevel(std_logging.WARNING)
 

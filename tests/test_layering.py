@@ -21,6 +21,7 @@ LAYERS = (
     (
         "albert_tf.config",
         "albert_tf.io",
+        "albert_tf.log_filters",
         "albert_tf.output_dirs",
         "albert_tf.tolerance",
         "albert_tf.records",
@@ -44,6 +45,7 @@ TENSORFLOW_FREE = (
     "albert_tf.records",
     "albert_tf.config",
     "albert_tf.io",
+    "albert_tf.log_filters",
     "albert_tf.output_dirs",
     "albert_tf.settings",
     "albert_tf.stopping",
