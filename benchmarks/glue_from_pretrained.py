@@ -27,6 +27,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import app, flags, logging
 
 from benchmarks.machine import describe as describe_machine
+from albert_tf.finetuning import loop
+from albert_tf.finetuning.settings import resolve_albert_config
 from albert_tf.tasks.glue import finetune as finetuning
 from albert_tf.io import write_json
 from albert_tf.tasks.glue import metrics as glue_metrics
@@ -72,7 +74,9 @@ def _fine_tune(task: str, init: str | None, output_dir: str, albert_config_file:
         log_every_steps=max(1, FLAGS.train_step // 10),
     )
     start = time.time()
-    results = finetuning.run(config, do_train=True, do_eval=True, do_predict=False)["eval"]
+    results = loop.run(
+        finetuning.GlueFinetuneTask(config), do_train=True, do_eval=True, do_predict=False
+    )["eval"]
     return results, time.time() - start
 
 
@@ -116,7 +120,7 @@ def main(argv):
         )
         config_file = os.path.join(work, "albert_config.json")
         os.makedirs(work, exist_ok=True)
-        finetuning.resolve_albert_config(probe).to_json_file(config_file)
+        resolve_albert_config(probe).to_json_file(config_file)
         variants.insert(0, ("pretrained", FLAGS.init_checkpoint))
     rows = []
     for task in FLAGS.tasks:

@@ -1,10 +1,10 @@
-"""The fine-tuning CLIs' one main: a task's settings dataclass, its recipes and its `run`, with
-the original scripts' flags (`run_classifier.py`, `run_squad_v1.py`, `run_squad_v2.py`,
-`run_race.py`).
+"""The fine-tuning CLIs' one main: a task's settings dataclass, its task class and recipes, run
+on the fine-tuning loop, with the original scripts' flags (`run_classifier.py`,
+`run_squad_v1.py`, `run_squad_v2.py`, `run_race.py`).
 
 A CLI states what differs (`FinetuneCli`) and calls `main`:
 
-    CLI = FinetuneCli(RaceConfig, race_finetune.run, RECIPES, ...)
+    CLI = FinetuneCli(RaceConfig, RaceFinetuneTask, RECIPES, ...)
     if __name__ == "__main__":
         main(CLI)
 
@@ -27,7 +27,9 @@ from pipelines import _cli
 # loaded here first, without its start-up noise.
 _cli.import_tensorflow_quietly()
 
-from albert_tf.finetuning.loop import model_config  # noqa: E402
+from albert_tf.finetuning import loop  # noqa: E402
+from albert_tf.finetuning.settings import model_config  # noqa: E402
+from albert_tf.finetuning.task import Task  # noqa: E402
 from pipelines import _config_flags, _distribution_flags  # noqa: E402
 
 FLAGS = flags.FLAGS
@@ -39,7 +41,7 @@ class FinetuneCli:
 
     Args:
       config_class: the task's settings dataclass; each setting is a flag.
-      run: the task's `run(config, *phases, strategy=...)`, which runs the job.
+      task: the task's class, `task(config, **task_options)` (a `finetuning.task.Task`).
       recipes: {recipe name: {flag: value}} for `--recipe`.
       phases: {flag: (default, help)} of the job's phases, in `run`'s argument order.
       required: flags without which the job cannot start.
@@ -51,16 +53,17 @@ class FinetuneCli:
       recipe_case_sensitive: whether `--recipe` names are matched case-sensitively.
       phase_inputs: {input flag: the phase flag without which nothing reads it}: such an input
         given while its phase is off is refused, rather than left unused unseen.
-      run_options: keyword arguments of the task's `run` besides the config and phases (SQuAD's
-        `write_text_model`).
+      task_options: keyword arguments of `task` besides the config (SQuAD's `write_text_model`).
+      run: runs the job, `run(task, *phases, strategy=...)`: the fine-tuning loop, unless the
+        task has more to do around it (SQuAD's feature caches).
 
     Example:
-      FinetuneCli(RaceConfig, race_finetune.run, RECIPES,
+      FinetuneCli(RaceConfig, RaceFinetuneTask, RECIPES,
                   {"do_train": (True, "Fine-tune.")}, required=("data_dir",))
     """
 
     config_class: type
-    run: Callable[..., dict]
+    task: Callable[..., Task]
     recipes: Mapping[str, Mapping[str, object]]
     phases: Mapping[str, tuple[bool, str]]
     required: tuple[str, ...] = ()
@@ -71,7 +74,8 @@ class FinetuneCli:
     recipe_help: str = "Apply the original release's recipe; flags given explicitly win."
     recipe_case_sensitive: bool = True
     phase_inputs: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    run_options: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    task_options: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    run: Callable[..., dict] = loop.run
 
 
 def define_flags(cli: FinetuneCli) -> None:
@@ -157,10 +161,9 @@ def main_for(cli: FinetuneCli) -> Callable[[list[str]], None]:
         _config_flags.check_output_paths(config)
         logging.info("Fine-tuning config: %s", config)
         summary = cli.run(
-            config,
+            cli.task(config, **cli.task_options),
             *(FLAGS[phase].value for phase in cli.phases),
             strategy=_distribution_flags.strategy_from_flags(),
-            **cli.run_options,
         )
         if "eval" in summary:
             for which in ("final", "best"):

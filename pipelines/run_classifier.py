@@ -28,9 +28,8 @@ from pipelines import _cli  # noqa: F401  (first: TensorFlow's log level must be
 from pipelines._finetune_cli import FinetuneCli, main  # loads TensorFlow quietly: first
 from absl import app, flags, logging
 
-from albert_tf.tasks.glue.config import RECIPES, FinetuneConfig
+from albert_tf.tasks.glue.finetune import RECIPES, FinetuneConfig, GlueFinetuneTask
 from pipelines import _distribution_flags
-from albert_tf.tasks.glue import finetune as glue_finetune
 
 
 def _task_from_recipe(flag_values) -> None:
@@ -48,7 +47,7 @@ def _task_from_recipe(flag_values) -> None:
 
 CLI = FinetuneCli(
     FinetuneConfig,
-    glue_finetune.run,
+    GlueFinetuneTask,
     RECIPES,
     phases={
         "do_train": (False, "Fine-tune on the train split."),

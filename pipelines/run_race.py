@@ -28,12 +28,12 @@ from pipelines._finetune_cli import FinetuneCli, main  # loads TensorFlow quietl
 from absl import flags
 
 from albert_tf.tasks.race.config import RECIPES, RaceConfig
+from albert_tf.tasks.race.finetune import RaceFinetuneTask
 from pipelines import _distribution_flags
-from albert_tf.tasks.race import finetune as race_finetune
 
 CLI = FinetuneCli(
     RaceConfig,
-    race_finetune.run,
+    RaceFinetuneTask,
     RECIPES,
     phases={
         "do_train": (True, "Fine-tune on the train split."),

@@ -31,6 +31,7 @@ from absl import flags, logging
 
 from albert_tf.tasks.squad.config import RECIPES, V2_ONLY, SquadConfig
 from albert_tf.tasks.squad import finetune as squad_finetune
+from albert_tf.tasks.squad.finetune import SquadFinetuneTask
 
 
 def write_text_model(export_dir: str, model, settings: SquadConfig) -> str:
@@ -62,7 +63,7 @@ def squad_cli(version: str) -> FinetuneCli:
 
     return FinetuneCli(
         SquadConfig,
-        squad_finetune.run,
+        SquadFinetuneTask,
         RECIPES,
         phases={
             "do_train": (False, "Fine-tune on --train_file."),
@@ -83,7 +84,8 @@ def squad_cli(version: str) -> FinetuneCli:
             "predict_feature_file": "do_predict",
             "predict_feature_left_file": "do_predict",
         },
-        run_options={"write_text_model": write_text_model},
+        task_options={"write_text_model": write_text_model},
+        run=squad_finetune.run,
     )
 
 

@@ -10,7 +10,7 @@ from absl import flags
 
 from albert_tf.config import resolve_max_predictions_per_seq
 from albert_tf.settings import OUTPUT_DIR, OUTPUT_FILE, flag_name, setting, settings_of
-from albert_tf.tasks.glue.config import RECIPES, FinetuneConfig
+from albert_tf.tasks.glue.finetune import RECIPES, FinetuneConfig
 from albert_tf.tasks.race.config import RaceConfig
 from albert_tf.tasks.squad.config import SquadConfig
 from albert_tf.training.pretraining_options import PretrainingOptions

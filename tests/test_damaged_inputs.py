@@ -29,6 +29,7 @@ from albert_tf.checkpoints.keras_files import (
 from albert_tf.checkpoints.tf1 import check_weights_file
 from albert_tf.export.heads.loading import load_serving_head
 from albert_tf.finetuning.loop import checkpoint_step
+from albert_tf.finetuning.settings import resolve_albert_config
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.modeling.model import BACKBONE_INPUTS, AlbertModel
 from albert_tf.tasks.glue import finetune as finetuning
@@ -263,10 +264,10 @@ def test_an_init_checkpoint_that_does_not_exist_is_named_as_such(tmp_path):
     settings = glue_settings(tmp_path, tmp_path / "pretrained" / "model.ckpt")
     missing = f"init_checkpoint={tmp_path}/pretrained/model.ckpt: no such file or directory"
     with pytest.raises(FileNotFoundError, match=f"{missing} \\(nor a TF1 checkpoint .*.index\\)"):
-        finetuning.resolve_albert_config(settings)
+        resolve_albert_config(settings)
     settings = dataclasses.replace(settings, init_checkpoint=str(tmp_path / "model.keras"))
     with pytest.raises(FileNotFoundError, match="model.keras: no such file or directory$"):
-        finetuning.resolve_albert_config(settings)
+        resolve_albert_config(settings)
     # With the config given, the checkpoint is still checked before any work.
     settings = dataclasses.replace(
         settings,
@@ -275,7 +276,7 @@ def test_an_init_checkpoint_that_does_not_exist_is_named_as_such(tmp_path):
     )
     os.truncate(tmp_path / "cut" / DATA, 5)
     with pytest.raises(ValueError, match=f"{DATA} is truncated: 5 bytes"):
-        finetuning.resolve_albert_config(settings)
+        resolve_albert_config(settings)
 
 
 # -- exporting with the wrong head ---------------------------------------------------------

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig
+from albert_tf.finetuning import loop, training
+from albert_tf.finetuning.settings import resolve_albert_config
 from albert_tf.tasks.glue import finetune as finetuning
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.checkpoints import read_tf1_checkpoint
@@ -75,7 +77,7 @@ def test_config_checks_and_resolution(tmp_path, tiny_config_file):
         albert_config_file=str(tiny_config_file),
     )
     with pytest.raises(ValueError, match="only trained up to 64"):
-        finetuning.resolve_albert_config(config)
+        resolve_albert_config(config)
     model = AlbertClassifier(AlbertConfig(**TINY), num_labels=2)
     model.save(tmp_path / "init.keras")
     from_keras = finetuning.FinetuneConfig(
@@ -86,11 +88,11 @@ def test_config_checks_and_resolution(tmp_path, tiny_config_file):
         max_seq_length=64,
         init_checkpoint=str(tmp_path / "init.keras"),
     )
-    assert finetuning.resolve_albert_config(from_keras) == AlbertConfig(**TINY)
+    assert resolve_albert_config(from_keras) == AlbertConfig(**TINY)
     (tmp_path / "other.keras").write_bytes(b"not a zip archive")
     other = dataclasses.replace(from_keras, init_checkpoint=str(tmp_path / "other.keras"))
     with pytest.raises(ValueError, match=r"other.keras: not a .keras archive \(not a zip file\)"):
-        finetuning.resolve_albert_config(other)
+        resolve_albert_config(other)
     release = FIXTURES / "original_checkpoints" / "albert_tiny_shared"  # albert_config.json beside
     beside = finetuning.FinetuneConfig(
         "rte",
@@ -100,7 +102,7 @@ def test_config_checks_and_resolution(tmp_path, tiny_config_file):
         max_seq_length=64,
         init_checkpoint=str(release / "model.ckpt"),
     )
-    assert finetuning.resolve_albert_config(beside) == AlbertConfig.from_json_file(
+    assert resolve_albert_config(beside) == AlbertConfig.from_json_file(
         release / "albert_config.json"
     )
     (tmp_path / "ckpt").mkdir()  # a whole checkpoint with no albert_config.json beside it
@@ -114,7 +116,7 @@ def test_config_checks_and_resolution(tmp_path, tiny_config_file):
         init_checkpoint=str(tmp_path / "ckpt" / "model.ckpt"),
     )
     with pytest.raises(ValueError, match="no model config: pass albert_config_file"):
-        finetuning.resolve_albert_config(bare)
+        resolve_albert_config(bare)
 
 
 def run_cli(*args):
@@ -228,11 +230,13 @@ def test_eval_only_rescores_the_saved_checkpoints(cli_run, tmp_path):
         eval_batch_size=5,
         keep_all_checkpoints=True,
     )
-    summary = finetuning.run(config, do_train=False, do_eval=True, do_predict=False)
+    summary = loop.run(
+        finetuning.GlueFinetuneTask(config), do_train=False, do_eval=True, do_predict=False
+    )
     assert summary["eval"]["final"]["step"] == 6
     assert summary["eval"]["final"]["metrics"] == pytest.approx(trained["final"]["metrics"])
     with pytest.raises(FileExistsError, match="already holds model.ckpt"):
-        finetuning.train(config, AlbertConfig(**TINY), None)
+        training.prepare(finetuning.GlueFinetuneTask(config), AlbertConfig(**TINY))
 
 
 @pytest.mark.e2e
@@ -261,7 +265,9 @@ def test_regression_task_end_to_end(tmp_path, tiny_config_file):
         train_batch_size=4,
         learning_rate=1e-3,
     )
-    summary = finetuning.run(config, do_train=True, do_eval=True, do_predict=True)
+    summary = loop.run(
+        finetuning.GlueFinetuneTask(config), do_train=True, do_eval=True, do_predict=True
+    )
     assert summary["eval"]["selection_metric"] == "pearson"
     assert set(summary["eval"]["best"]["metrics"]) >= {"pearson", "spearman", "MSE"}
     lines = (tmp_path / "out" / "STS-B.tsv").read_text().splitlines()
@@ -316,14 +322,14 @@ def test_a_malformed_test_or_dev_file_stops_the_job_before_training(tmp_path, ti
         train_batch_size=2,
     )
     with pytest.raises(finetuning.glue.MalformedRowError, match=f"^{test}:3: expected 2 "):
-        finetuning.run(config, do_train=True, do_eval=False, do_predict=True)
+        loop.run(finetuning.GlueFinetuneTask(config), do_train=True, do_eval=False, do_predict=True)
     assert not (tmp_path / "out").exists()  # nothing trained, nothing written
 
     test.write_text("index\tsentence\n0\tfine .\n")
     dev = tmp_path / "SST-2" / "dev.tsv"
     dev.write_text("sentence\tlabel\ngood .\t1\nbad .\tnegative\n")
     with pytest.raises(finetuning.glue.MalformedRowError, match=f"^{dev}:3: unknown label"):
-        finetuning.run(config, do_train=True, do_eval=True, do_predict=True)
+        loop.run(finetuning.GlueFinetuneTask(config), do_train=True, do_eval=True, do_predict=True)
     assert not (tmp_path / "out").exists()
 
 

@@ -26,9 +26,10 @@ from albert_tf.checkpoints import tf1_weights
 from albert_tf.checkpoints.hf import load_hf_config, load_hf_model
 from albert_tf.export.tflite import metadata as tm
 from albert_tf.export.heads.loading import load_serving_head
-from albert_tf.finetuning.loop import checkpoint_step, resolve_albert_config
+from albert_tf.finetuning.loop import checkpoint_step
+from albert_tf.finetuning.settings import resolve_albert_config
 from albert_tf.modeling.model import AlbertPretrainer
-from albert_tf.tasks.glue.config import FinetuneConfig
+from albert_tf.tasks.glue.finetune import FinetuneConfig
 from albert_tf.tasks.race.config import RaceConfig
 from albert_tf.tasks.squad.config import SquadConfig
 from albert_tf.training.pretraining import load_initial_weights

@@ -154,7 +154,7 @@ def test_squad_is_refused_before_it_caches_the_predict_files_windows(tmp_path):
     holder = hold_lock(config.output_dir)
     try:
         with pytest.raises(OutputInUseError, match=f"pid {holder.pid} "):
-            squad.run(config, do_train=True, do_predict=True)
+            squad.run(squad.SquadFinetuneTask(config), do_train=True, do_predict=True)
     finally:
         holder.kill()
         holder.wait()

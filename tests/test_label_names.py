@@ -30,8 +30,9 @@ from albert_tf.export.tflite.app_metadata import (
     with_label_names,
 )
 from albert_tf.finetuning.bundle import bundle_manifest
+from albert_tf.finetuning import loop
 from albert_tf.tasks.glue import finetune as glue_finetune
-from albert_tf.tasks.glue.config import FinetuneConfig
+from albert_tf.tasks.glue.finetune import FinetuneConfig
 from albert_tf.tasks.glue.processors import TASKS
 from tests.model_configs import CLASSIFIER_TINY
 from tests.test_hf_model_flag import two_label_classifier
@@ -249,7 +250,9 @@ def test_hf_model_do_eval_and_do_predict_score_the_hub_classifier_as_it_is(tmp_p
     folder = two_label_classifier(tmp_path, spiece)
     out = tmp_path / "run"
     config = FinetuneConfig("SST-2", str(GLUE), str(out), hf_model=str(folder), max_seq_length=SEQ)
-    summary = glue_finetune.run(config, do_train=False, do_eval=True, do_predict=True)
+    summary = loop.run(
+        glue_finetune.GlueFinetuneTask(config), do_train=False, do_eval=True, do_predict=True
+    )
     results = json.loads((out / "eval_results.json").read_text())
     assert results["best"]["checkpoint"] == str(folder) and results["best"]["step"] == 0
     task = glue_finetune.GlueFinetuneTask(config)

@@ -28,7 +28,7 @@ from albert_tf.export.tflite.app_metadata import (
     check_before_export,
     check_text_inputs,
 )
-from albert_tf.tasks.glue.config import FinetuneConfig
+from albert_tf.tasks.glue.finetune import FinetuneConfig
 from pipelines._finetune_cli import fitted_max_seq_length
 from tests.cli_help import helpxml
 from tests.conftest import FIXTURES, REPO_ROOT

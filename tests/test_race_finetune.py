@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from albert_tf.checkpoints import read_tf1_checkpoint
-from albert_tf.finetuning import training
+from albert_tf.finetuning import loop, training
 from albert_tf.tasks.race import finetune as race
 from albert_tf.tasks.race.examples import LABELS
 from tests.tolerances import GOLDEN, SAME_MODEL, TRAINING_STEPS, assert_close_to_scale
@@ -167,8 +167,11 @@ def make_config(data_dir, out, **overrides):
 
 
 def test_rerun_after_a_crash_resumes_exactly_where_it_stopped(data_dir, tmp_path, monkeypatch):
-    uninterrupted = race.run(
-        make_config(data_dir, tmp_path / "whole", train_step=6), True, True, False
+    uninterrupted = loop.run(
+        race.RaceFinetuneTask(make_config(data_dir, tmp_path / "whole", train_step=6)),
+        True,
+        True,
+        False,
     )
 
     saved = training.save_tf1_checkpoint
@@ -183,13 +186,13 @@ def test_rerun_after_a_crash_resumes_exactly_where_it_stopped(data_dir, tmp_path
     out = tmp_path / "crashed"
     config = make_config(data_dir, out, train_step=6)
     with pytest.raises(KeyboardInterrupt):
-        race.run(config, True, True, False)
+        loop.run(race.RaceFinetuneTask(config), True, True, False)
     assert [h["step"] for h in json.loads((out / "eval_results.json").read_text())["history"]] == [
         2
     ]
     monkeypatch.setattr(training, "save_tf1_checkpoint", saved)
 
-    resumed = race.run(config, True, True, False)
+    resumed = loop.run(race.RaceFinetuneTask(config), True, True, False)
     # Steps 5-6 were trained; step 2's score was taken up, step 4 scored on resuming.
     assert [os.path.basename(p) for p in resumed["checkpoints"]] == ["model.ckpt-6"]
     assert [h["step"] for h in resumed["eval"]["history"]] == [2, 4, 6]
@@ -202,9 +205,14 @@ def test_rerun_after_a_crash_resumes_exactly_where_it_stopped(data_dir, tmp_path
         assert_close_to_scale(a["eval_loss"], b["eval_loss"], SAME_MODEL)
 
     # The same command once more: nothing left to train. Other settings: refused.
-    assert race.run(config, True, False, False)["checkpoints"] == []
+    assert loop.run(race.RaceFinetuneTask(config), True, False, False)["checkpoints"] == []
     with pytest.raises(FileExistsError, match="learning_rate 0.01 then, 0.02 now"):
-        race.run(make_config(data_dir, out, train_step=6, learning_rate=2e-2), True, False, False)
+        loop.run(
+            race.RaceFinetuneTask(make_config(data_dir, out, train_step=6, learning_rate=2e-2)),
+            True,
+            False,
+            False,
+        )
 
 
 @pytest.mark.slow  # 15 s; the SQuAD CLI tests fine-tune under mirrored too
@@ -217,13 +225,14 @@ def test_mirrored_over_two_devices_matches_one_device(data_dir, tmp_path):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         from tests.test_race_finetune import make_config
+        from albert_tf.finetuning import loop
         from albert_tf.tasks.race import finetune as race
         from albert_tf.training.distribution import build_strategy
         for kind in ("one_device", "mirrored"):
             strategy = build_strategy(kind)
             assert strategy.num_replicas_in_sync == (2 if kind == "mirrored" else 1)
             config = make_config({str(data_dir)!r}, {str(tmp_path)!r} + "/" + kind, train_step=2)
-            race.run(config, True, False, False, strategy=strategy)
+            loop.run(race.RaceFinetuneTask(config), True, False, False, strategy=strategy)
     """)
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=ROOT

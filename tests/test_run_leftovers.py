@@ -296,7 +296,7 @@ def test_squad_failing_before_its_first_checkpoint_removes_its_feature_caches_to
     """SQuAD caches the predict file's windows in its new output directory before the loop."""
     config = config_v2(tmp_path, init_checkpoint=str(tmp_path / "missing" / "model.ckpt"))
     with pytest.raises(FileNotFoundError, match="missing") as failed:
-        squad.run(config, do_train=True, do_predict=True)
+        squad.run(squad.SquadFinetuneTask(config), do_train=True, do_predict=True)
     assert failed.value.__notes__ == [
         f"removed what it wrote in the new {config.output_dir}: it had saved no checkpoint"
     ]

@@ -265,7 +265,9 @@ def config_v2(tmp_path, **overrides):
 
 
 def test_v2_trains_with_teacher_forcing_and_reports_every_official_figure(tmp_path):
-    summary = squad.run(config_v2(tmp_path), do_train=True, do_predict=True)
+    summary = squad.run(
+        squad.SquadFinetuneTask(config_v2(tmp_path)), do_train=True, do_predict=True
+    )
     metrics = summary["eval"]["best"]["metrics"]
     assert {"exact", "f1", "total", "HasAns_f1", "NoAns_f1", "best_f1_thresh"} <= set(metrics)
     assert "null_score_diff_threshold" in metrics and metrics["total"] == 14
@@ -302,7 +304,7 @@ def test_a_repeated_question_id_in_the_predict_file_stops_the_job_before_trainin
     with pytest.raises(
         squad.SquadFormatError, match=f"question id {questions[0]['id']!r} appears twice"
     ):
-        squad.run(config, do_train=True, do_predict=True)
+        squad.run(squad.SquadFinetuneTask(config), do_train=True, do_predict=True)
     assert not pathlib.Path(config.output_dir).exists()  # nothing trained or cached
 
 

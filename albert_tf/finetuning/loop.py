@@ -22,10 +22,9 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.checkpoints.hf import is_hf_folder, load_hf_config
-from albert_tf.checkpoints.keras_files import albert_config_of_keras_file
-from albert_tf.checkpoints.tf1 import check_weights_file, open_tf1_checkpoint
-from albert_tf.config import AlbertConfig, check_preset_vocab
+from albert_tf.checkpoints.hf import is_hf_folder
+from albert_tf.checkpoints.tf1 import open_tf1_checkpoint
+from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.selection import (
     BEST_CHECKPOINT,
     CHECKPOINT_PREFIX,
@@ -34,9 +33,9 @@ from albert_tf.finetuning.selection import (
 )
 from albert_tf.finetuning.new_output_dir import emptied_unless_checkpointed
 from albert_tf.finetuning.resume import TRAIN_STATE_DIR
-from albert_tf.finetuning.settings import FinetuneSettings
+from albert_tf.finetuning.settings import FinetuneSettings, resolve_albert_config
 from albert_tf.finetuning.task import Task, initial_weights
-from albert_tf.finetuning.training import model_dtype, train
+from albert_tf.finetuning.training import model_dtype, prepare, train
 from albert_tf.output_dirs import claim_output_dir
 from albert_tf.training.distribution import is_chief, is_multi_worker
 
@@ -46,72 +45,9 @@ __all__ = [
     "inference_checkpoint",
     "initial_weights",
     "load_for_inference",
-    "model_config",
     "model_dtype",
-    "resolve_albert_config",
     "run",
-    "train",
 ]
-
-
-def resolve_albert_config(config: FinetuneSettings) -> AlbertConfig:
-    """`model_config(config)`, refused (ValueError) when `max_seq_length` exceeds its
-    `max_position_embeddings`."""
-    albert_config = model_config(config)
-    if config.max_seq_length > albert_config.max_position_embeddings:
-        raise ValueError(
-            f"max_seq_length={config.max_seq_length} exceeds the model's max_position_embeddings="
-            f"{albert_config.max_position_embeddings}: the ALBERT model was only trained up to "
-            f"{albert_config.max_position_embeddings}"
-        )
-    return albert_config
-
-
-def model_config(config: FinetuneSettings) -> AlbertConfig:
-    """The model config: `albert_config_file`, else the `preset` (`AlbertConfig.from_preset`,
-    its vocab_size checked against `spm_model_file`), else the `config.json` of an `hf_model`
-    folder, else the one inside a `.keras` init checkpoint, else `albert_config.json` beside a
-    TF1 init checkpoint (release layout) or in `output_dir`. An `init_checkpoint` that does not
-    exist or is damaged is refused first (`check_weights_file`)."""
-    candidates = []
-    preset, hf_model = config.preset, config.hf_model
-    init = config.init_checkpoint
-    # Checked first: a missing one would otherwise read as a missing albert_config.json beside it.
-    if init and not (tf.io.gfile.exists(init) or tf.io.gfile.exists(f"{init}.index")):
-        tf1 = "" if init.endswith(".keras") else f" (nor a TF1 checkpoint {init}.index)"
-        raise FileNotFoundError(f"init_checkpoint={init}: no such file or directory{tf1}")
-    if init and not is_hf_folder(init):
-        check_weights_file(init)  # damage found before the output directory is touched
-    if config.albert_config_file:
-        albert_config = AlbertConfig.from_json_file(config.albert_config_file)
-    elif preset:
-        albert_config = AlbertConfig.from_preset(preset)
-        check_preset_vocab(preset, albert_config, config.spm_model_file)
-    elif hf_model:
-        albert_config = load_hf_config(hf_model)
-    elif config.init_checkpoint and is_hf_folder(config.init_checkpoint):
-        raise ValueError(
-            f"init_checkpoint={config.init_checkpoint} is a transformers folder: give it as "
-            "hf_model (its config.json is then the model config)"
-        )
-    elif config.init_checkpoint and config.init_checkpoint.endswith(".keras"):
-        albert_config = albert_config_of_keras_file(config.init_checkpoint)
-    else:
-        if config.init_checkpoint:
-            base = config.init_checkpoint
-            candidates.append(
-                os.path.join(
-                    base if os.path.isdir(base) else os.path.dirname(base), "albert_config.json"
-                )
-            )
-        candidates.append(os.path.join(config.output_dir, "albert_config.json"))
-        found = [c for c in candidates if os.path.isfile(c)]
-        if not found:
-            raise ValueError(
-                f"no model config: pass albert_config_file or preset (looked for {candidates})"
-            )
-        albert_config = AlbertConfig.from_json_file(found[0])
-    return albert_config
 
 
 def checkpoint_step(path: str) -> int:
@@ -184,13 +120,13 @@ def run(
     do_eval: bool,
     do_predict: bool,
     strategy: tf.distribute.Strategy | None = None,
-    checkpoint: str | None = None,
 ) -> dict:
     """The original scripts' main(): train, then evaluate all checkpoints, then predict; then
     export (when `export_dir` is set).
 
-    With `checkpoint` (no training), that checkpoint alone is scored, predicted and exported
-    instead of those of `output_dir`: it is neither copied to `model.ckpt-best` nor deleted.
+    Without `do_train`, the task's `checkpoint_to_score` (if any) is scored, predicted and
+    exported alone instead of the checkpoints of `output_dir`: it is neither copied to
+    `model.ckpt-best` nor deleted.
 
     The chief holds `output_dir` for the job (`OutputInUseError` while another job does) and
     first removes what a killed run left there (`albert_tf.output_dirs.claim_output_dir`). A job
@@ -200,8 +136,7 @@ def run(
     config = task.settings
     if not (do_train or do_eval or do_predict or config.export_dir):
         raise ValueError("At least one of do_train, do_eval, do_predict or export_dir must be set")
-    if checkpoint and do_train:
-        raise ValueError("checkpoint names what to score or predict without training")
+    checkpoint = None if do_train else task.checkpoint_to_score()
     model_dtype(config)  # a bad mixed_precision fails here, before any work
     albert_config = resolve_albert_config(config)
     if do_predict:
@@ -246,7 +181,10 @@ def _run(
             task.dev_scorer(), config.output_dir, config.keep_all_checkpoints
         )
     if do_train:
-        saved = train(task, albert_config, evaluator, strategy)
+        resumed = prepare(task, albert_config, strategy)
+        # Built after the seed is set and a resume is known to be this job's.
+        batches, num_examples = task.train_dataset()
+        saved = train(task, albert_config, batches, num_examples, resumed, evaluator, strategy)
         summary["checkpoints"] = [p for _, p in saved]
         if evaluator is not None:
             summary["eval"] = evaluator.write()

@@ -1,6 +1,6 @@
 """The settings every fine-tuning task shares (the original scripts' flags of the same names and
 defaults, and `hf_model`): a task's settings dataclass adds its own to `FinetuneSettings`; the
-CLIs define their flags from here."""
+CLIs define their flags from here. `resolve_albert_config` reads the model config they name."""
 
 from __future__ import annotations
 
@@ -8,12 +8,23 @@ import dataclasses
 import os
 from collections.abc import Iterable
 
+import tensorflow as tf
+
+from albert_tf.checkpoints.hf import is_hf_folder, load_hf_config
 from albert_tf.checkpoints.hf_format import (
     resolve_do_lower_case,
     resolve_spm_model_file,
     warn_if_tokenizer_differs,
 )
-from albert_tf.config import PRESET_HELP, PRESETS, check_preset_or_file
+from albert_tf.checkpoints.keras_files import albert_config_of_keras_file
+from albert_tf.checkpoints.tf1 import check_weights_file
+from albert_tf.config import (
+    PRESET_HELP,
+    PRESETS,
+    AlbertConfig,
+    check_preset_or_file,
+    check_preset_vocab,
+)
 from albert_tf.settings import MIXED_PRECISIONS, OPTIMIZERS, OUTPUT_DIR, setting
 
 # The sizes every task's settings hold for the loop; each must be > 0 (checked here).
@@ -145,3 +156,63 @@ class FinetuneSettings:
                 f"spiece.model{held}"
             )
         check_positive(self, LOOP_SIZES)
+
+
+def resolve_albert_config(config: FinetuneSettings) -> AlbertConfig:
+    """`model_config(config)`, refused (ValueError) when `max_seq_length` exceeds its
+    `max_position_embeddings`."""
+    albert_config = model_config(config)
+    if config.max_seq_length > albert_config.max_position_embeddings:
+        raise ValueError(
+            f"max_seq_length={config.max_seq_length} exceeds the model's max_position_embeddings="
+            f"{albert_config.max_position_embeddings}: the ALBERT model was only trained up to "
+            f"{albert_config.max_position_embeddings}"
+        )
+    return albert_config
+
+
+def model_config(config: FinetuneSettings) -> AlbertConfig:
+    """The model config: `albert_config_file`, else the `preset` (`AlbertConfig.from_preset`,
+    its vocab_size checked against `spm_model_file`), else the `config.json` of an `hf_model`
+    folder, else the one inside a `.keras` init checkpoint, else `albert_config.json` beside a
+    TF1 init checkpoint (release layout) or in `output_dir`. An `init_checkpoint` that does not
+    exist or is damaged is refused first (`check_weights_file`)."""
+    candidates = []
+    preset, hf_model = config.preset, config.hf_model
+    init = config.init_checkpoint
+    # Checked first: a missing one would otherwise read as a missing albert_config.json beside it.
+    if init and not (tf.io.gfile.exists(init) or tf.io.gfile.exists(f"{init}.index")):
+        tf1 = "" if init.endswith(".keras") else f" (nor a TF1 checkpoint {init}.index)"
+        raise FileNotFoundError(f"init_checkpoint={init}: no such file or directory{tf1}")
+    if init and not is_hf_folder(init):
+        check_weights_file(init)  # damage found before the output directory is touched
+    if config.albert_config_file:
+        albert_config = AlbertConfig.from_json_file(config.albert_config_file)
+    elif preset:
+        albert_config = AlbertConfig.from_preset(preset)
+        check_preset_vocab(preset, albert_config, config.spm_model_file)
+    elif hf_model:
+        albert_config = load_hf_config(hf_model)
+    elif config.init_checkpoint and is_hf_folder(config.init_checkpoint):
+        raise ValueError(
+            f"init_checkpoint={config.init_checkpoint} is a transformers folder: give it as "
+            "hf_model (its config.json is then the model config)"
+        )
+    elif config.init_checkpoint and config.init_checkpoint.endswith(".keras"):
+        albert_config = albert_config_of_keras_file(config.init_checkpoint)
+    else:
+        if config.init_checkpoint:
+            base = config.init_checkpoint
+            candidates.append(
+                os.path.join(
+                    base if os.path.isdir(base) else os.path.dirname(base), "albert_config.json"
+                )
+            )
+        candidates.append(os.path.join(config.output_dir, "albert_config.json"))
+        found = [c for c in candidates if os.path.isfile(c)]
+        if not found:
+            raise ValueError(
+                f"no model config: pass albert_config_file or preset (looked for {candidates})"
+            )
+        albert_config = AlbertConfig.from_json_file(found[0])
+    return albert_config

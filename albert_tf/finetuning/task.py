@@ -79,6 +79,10 @@ class Task(Protocol):
     def export(self, model: keras.Model, checkpoint: str, albert_config: AlbertConfig) -> str:
         """Writes the serving bundle into `export_dir`; returns the model file's path."""
 
+    def checkpoint_to_score(self) -> str | None:
+        """What a job that does not train scores, predicts and exports: a checkpoint of its
+        own, or None for the checkpoints that training wrote into `output_dir`."""
+
 
 class TaskBase:
     """Base of the `Task` implementations; subclasses add the model, data, scoring and export.
@@ -117,6 +121,11 @@ class TaskBase:
             checkpoint,
         )
         return head_loaded
+
+    def checkpoint_to_score(self) -> str | None:
+        """The job's initial weights (`init_checkpoint` or `hf_model`), as the original
+        `run_squad*.py` and `run_race.py` predicted from `init_checkpoint`; None without."""
+        return initial_weights(self.settings)
 
     def load(self, model: keras.Model, checkpoint: str) -> None:
         """Every weight, head included, from a TF1-named checkpoint (ours or the original's) or

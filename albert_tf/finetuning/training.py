@@ -1,5 +1,8 @@
 """Training a fine-tuning task on the shared training harness (`albert_tf.training.harness`).
 
+`prepare` does what must come first (the checks a resume needs, the seed); the loop then builds
+the task's training batches and hands them to `train`.
+
 Training uses the original AdamW (or LAMB) and schedule, saving `model.ckpt-<step>` every
 `save_checkpoints_steps` and at the last step, its optimizer state just before it
 (`albert_tf.finetuning.resume`); with an evaluator each checkpoint is scored on dev as soon as it
@@ -119,19 +122,13 @@ class TaskCheckpoints:
         self.evaluator.evaluate(model, step, prefix)
 
 
-def train(
-    task: Task,
-    albert_config: AlbertConfig,
-    evaluator: CheckpointEvaluator | None = None,
-    strategy: tf.distribute.Strategy | None = None,
-) -> list[tuple[int, str]]:
-    """Fine-tunes from `init_checkpoint` or `hf_model` (random init without), or resumes from
-    the last checkpoint in `output_dir`; returns the checkpoints saved by this call (none on a
-    multi-worker job's other workers, which save only their optimizer state, into scratch).
-
-    With an evaluator, each checkpoint is scored right after it is saved (the original ran a
-    separate eval job that polled the checkpoints); a resumed run takes up the earlier scores.
-    """
+def prepare(
+    task: Task, albert_config: AlbertConfig, strategy: tf.distribute.Strategy | None = None
+) -> tuple[int, str] | None:
+    """What comes before a task's training batches are built: the batch size checked against
+    the replicas, a resume with other settings refused (`resume.resume_point`), the model config
+    written beside the checkpoints (on the chief) and the job's seed set. Returns the checkpoint
+    to resume from, as (step, prefix), or None."""
     config = task.settings
     strategy = strategy or tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
@@ -139,25 +136,52 @@ def train(
         raise ValueError(
             f"train_batch_size={config.train_batch_size} must divide evenly over {replicas} replicas"
         )
+    resumed = resume.resume_point(task)  # other settings than the run's: refused before any work
+    if is_chief(strategy):
+        os.makedirs(config.output_dir, exist_ok=True)
+        albert_config.to_json_file(os.path.join(config.output_dir, "albert_config.json"))
+    keras.utils.set_random_seed(config.seed)
+    return resumed
+
+
+def train(
+    task: Task,
+    albert_config: AlbertConfig,
+    batches: tf.data.Dataset,
+    num_examples: int,
+    resumed: tuple[int, str] | None,
+    evaluator: CheckpointEvaluator | None = None,
+    strategy: tf.distribute.Strategy | None = None,
+) -> list[tuple[int, str]]:
+    """Fine-tunes on `batches` (endless, of `num_examples` examples; built after `prepare`)
+    from `init_checkpoint` or `hf_model` (random init without), or from `resumed`; returns the
+    checkpoints saved by this call (none on a multi-worker job's other workers, which save only
+    their optimizer state, into scratch).
+
+    With an evaluator, each checkpoint is scored right after it is saved (the original ran a
+    separate eval job that polled the checkpoints); a resumed run takes up the earlier scores.
+    """
+    config = task.settings
+    strategy = strategy or tf.distribute.get_strategy()
     chief = is_chief(strategy)
     # The other workers save too (a checkpoint write may join collectives) but into scratch.
     save_dir = config.output_dir if chief else tempfile.mkdtemp(prefix="albert_worker_")
     try:
-        return _train(task, albert_config, evaluator if chief else None, strategy, save_dir, chief)
+        evaluator = evaluator if chief else None
+        return _train(
+            task, albert_config, batches, num_examples, resumed, evaluator, strategy, save_dir
+        )
     finally:
         if not chief:
             shutil.rmtree(save_dir, ignore_errors=True)
 
 
-def _train(task, albert_config, evaluator, strategy, save_dir, chief) -> list[tuple[int, str]]:
+def _train(
+    task, albert_config, dataset, num_examples, resumed, evaluator, strategy, save_dir
+) -> list[tuple[int, str]]:
     config = task.settings
-    resumed = resume.resume_point(task)  # other settings than the run's: refused before any work
-    if chief:
-        os.makedirs(config.output_dir, exist_ok=True)
-        albert_config.to_json_file(os.path.join(config.output_dir, "albert_config.json"))
+    chief = is_chief(strategy)
     dtype = model_dtype(config)
-    keras.utils.set_random_seed(config.seed)
-    dataset, num_examples = task.train_dataset()
     if is_multi_worker(strategy):
         # A task's records are usually one file: each worker reads it all and keeps its part of
         # every global batch, so the batches are those of one device.

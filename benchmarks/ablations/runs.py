@@ -123,6 +123,7 @@ def finetune_glue(
     once, at the end; returns the final evaluation (its `metrics` and `baseline`)."""
     import keras
 
+    from albert_tf.finetuning import loop
     from albert_tf.tasks.glue import finetune as glue
 
     keras.backend.clear_session()
@@ -137,7 +138,8 @@ def finetune_glue(
         log_every_steps=max(1, loop["train_step"] // 5),
         **loop,
     )
-    evaluation = glue.run(config, do_train=True, do_eval=True, do_predict=False)["eval"]
+    task = glue.GlueFinetuneTask(config)
+    evaluation = loop.run(task, do_train=True, do_eval=True, do_predict=False)["eval"]
     return {**evaluation["final"], "baseline": evaluation["baseline"]}
 
 

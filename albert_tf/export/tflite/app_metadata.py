@@ -33,7 +33,7 @@ from albert_tf.export.tflite import metadata as metadata
 from albert_tf.export.tflite.converter import run_signature
 from albert_tf.finetuning.bundle import MANIFEST_KEYS
 from albert_tf.io import refuse_unknown_keys
-from albert_tf.tasks.glue.config import parse_label_names
+from albert_tf.tasks.glue.processors import parse_label_names
 from albert_tf.tasks.glue.processors import TASKS as GLUE_TASKS
 from albert_tf.text.client_sentencepiece import (
     CLIENT_PROBE_TEXTS,

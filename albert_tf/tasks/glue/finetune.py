@@ -1,4 +1,5 @@
-"""GLUE fine-tuning as the original `run_classifier.py`, on the task-agnostic loop.
+"""GLUE fine-tuning as the original `run_classifier.py`, in one file: the job's settings
+(`FinetuneConfig`, the original flags), the release's `run_glue.sh` recipes, and the task.
 
 `GlueFinetuneTask` is what the loop (`albert_tf.finetuning.loop`) needs from GLUE: an
 `AlbertClassifier`, the task's TSV files encoded as `convert_single_example`, its dev metrics
@@ -30,30 +31,116 @@ from albert_tf.finetuning.bundle import (
     write_serving_bundle,
     write_text_classifier,
 )
-from albert_tf.finetuning import loop
 from albert_tf.finetuning.progress import predict_with_progress
-from albert_tf.finetuning.selection import BEST_CHECKPOINT, CheckpointEvaluator, list_checkpoints
+from albert_tf.finetuning.selection import BEST_CHECKPOINT, list_checkpoints
+from albert_tf.finetuning.settings import (
+    FinetuneSettings,
+    check_positive,
+    check_warmup,
+    spm_model_file_setting,
+)
 from albert_tf.io import write_text
+from albert_tf.settings import OUTPUT_DIR, setting
 from albert_tf.modeling.heads.classifier import HEAD_NAME, AlbertClassifier
 from albert_tf.tasks.glue import metrics as glue_metrics
-from albert_tf.tasks.glue.config import RECIPES, FinetuneConfig
 from albert_tf.tasks.glue import processors as glue
 from albert_tf.tasks.glue.inputs import EncodedSplit, encode_split, make_dataset
 from albert_tf.text.tokenization import AlbertTokenizer
 
-resolve_albert_config = loop.resolve_albert_config
+# run_glue.sh: every task also used --max_seq_length=512 --optimizer=adamw --do_lower_case.
+_RECIPE_COMMON = dict(max_seq_length=512, optimizer="adamw", do_lower_case=True)
+RECIPES: dict[str, dict] = {
+    task: dict(
+        _RECIPE_COMMON,
+        learning_rate=lr,
+        train_batch_size=batch,
+        train_step=steps,
+        warmup_step=warmup,
+        save_checkpoints_steps=every,
+    )
+    for task, lr, batch, steps, warmup, every in (
+        ("sst-2", 1e-5, 32, 20935, 1256, 100),
+        ("mnli", 3e-5, 128, 10000, 1000, 100),
+        ("cola", 1e-5, 16, 5336, 320, 100),
+        ("qnli", 1e-5, 32, 33112, 1986, 200),
+        ("qqp", 5e-5, 128, 14000, 1000, 100),
+        ("rte", 3e-5, 32, 800, 200, 100),
+        ("sts-b", 2e-5, 16, 3598, 214, 100),
+        ("mrpc", 2e-5, 32, 800, 200, 100),
+    )
+}
 
-__all__ = [
-    "RECIPES",
-    "FinetuneConfig",
-    "GlueDevScorer",
-    "GlueFinetuneTask",
-    "predict_logits",
-    "read_split",
-    "resolve_albert_config",
-    "run",
-    "train",
-]
+
+@dataclasses.dataclass
+class FinetuneConfig(FinetuneSettings):
+    """One fine-tuning job; defaults are the original `run_classifier.py` flag defaults (each
+    field is that flag, `pipelines/run_classifier.py` defines them from here).
+
+    Args:
+      task_name: GLUE task (`processors.TASKS`, case-insensitive).
+      data_dir, output_dir, spm_model_file, ...: the original flags of the same names.
+
+    Example:
+      config = FinetuneConfig("mrpc", "glue", "out/mrpc", "30k-clean.model", **RECIPES["mrpc"])
+    """
+
+    task_name: str = setting(
+        help=f"GLUE task: {', '.join(sorted(glue.TASKS))} (case-insensitive). Defaults to --recipe."
+    )
+    data_dir: str = setting(
+        help="GLUE root holding the task folders (SST-2/train.tsv, ...), as the original; the "
+        "task folder itself also works."
+    )
+    output_dir: str = setting(
+        help="Where checkpoints, eval results and predictions go.", path=OUTPUT_DIR
+    )
+    spm_model_file: str | None = spm_model_file_setting()
+    eval_batch_size: int = setting(8, "Batch size for eval.")
+    export_dir: str | None = setting(
+        None,
+        "Save classifier.keras (outputs `logits`, `probabilities`) with its config, "
+        "SentencePiece model and classifier_info.json here, for pipelines/export.py "
+        "--head=classifier.",
+        path=OUTPUT_DIR,
+        kw_only=True,
+    )
+    skip_malformed_rows: bool = setting(
+        False,
+        "Skip (and count) TSV rows with a wrong column count, an unknown label or bytes that "
+        "are not UTF-8 instead of stopping with file:line.",
+    )
+    label_names: str | None = setting(
+        None,
+        "The task's label names in label-id order, comma-separated (e.g. bad,good for SST-2), "
+        "for classifier_info.json, the text classifier and the exports; default: the task's "
+        "own (SST-2 negative,positive, MRPC not_equivalent,equivalent, ...).",
+    )
+    dynamic_padding: bool = setting(
+        True,
+        "Pad each batch to its longest example instead of max_seq_length (same outputs up to "
+        "rounding, much faster on short texts); not in training under --jit_compile.",
+    )
+
+    @property
+    def class_names(self) -> tuple[str, ...] | None:
+        """What each label id means: `label_names` if given, else the task's own; None for a
+        regression task (STS-B)."""
+        if not self.label_names:
+            return self.task.label_names
+        return glue.parse_label_names(self.label_names, self.task.label_names, self.task.name)
+
+    @property
+    def pad_dynamically(self) -> bool:
+        """Dynamic padding, except under XLA (which would compile every batch width)."""
+        return self.dynamic_padding and not self.jit_compile
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.task = glue.get_task(self.task_name)
+        if self.label_names:  # a wrong count or a regression task fails here, before any work
+            glue.parse_label_names(self.label_names, self.task.label_names, self.task.name)
+        check_positive(self, ("train_step", "eval_batch_size"))
+        check_warmup(self.warmup_step, self.train_step)
 
 
 def read_split(config: FinetuneConfig, split: str) -> glue.GlueSplit:
@@ -122,7 +209,7 @@ class GlueFinetuneTask(TaskBase):
 
     Example:
       task = GlueFinetuneTask(FinetuneConfig("mrpc", "glue", "out/mrpc", "30k-clean.model"))
-      loop.run(task, do_train=True, do_eval=True, do_predict=False)
+      albert_tf.finetuning.loop.run(task, do_train=True, do_eval=True, do_predict=False)
     """
 
     def __init__(self, settings: FinetuneConfig, tokenizer: AlbertTokenizer | None = None):
@@ -141,6 +228,18 @@ class GlueFinetuneTask(TaskBase):
             seed=self.settings.seed,
             dtype=dtype,
         )
+
+    def checkpoint_to_score(self) -> str | None:
+        """The `hf_model` folder while `output_dir` holds no checkpoint of the job's own (a Hub
+        classifier scored, predicted and exported as it is); else None: the checkpoints of
+        `output_dir`, as the original `--do_eval` scored them (`init_checkpoint` is only
+        the start of training)."""
+        config = self.settings
+        if not config.hf_model or list_checkpoints(config.output_dir):
+            return None
+        if os.path.exists(os.path.join(config.output_dir, BEST_CHECKPOINT + ".index")):
+            return None
+        return config.hf_model
 
     def initialize(self, model: keras.Model, checkpoint: str) -> bool:
         """As `TaskBase.initialize`; a transformers classifier's head in the task's label order."""
@@ -296,40 +395,3 @@ class GlueFinetuneTask(TaskBase):
             info,
             checkpoint,
         )
-
-
-def train(
-    config: FinetuneConfig,
-    albert_config: AlbertConfig,
-    tokenizer: AlbertTokenizer | None = None,
-    evaluator: CheckpointEvaluator | None = None,
-) -> list[tuple[int, str]]:
-    """Fine-tunes a GLUE classifier (`loop.train`); returns the saved (step, checkpoint)s."""
-    return loop.train(GlueFinetuneTask(config, tokenizer), albert_config, evaluator)
-
-
-def run(
-    config: FinetuneConfig,
-    do_train: bool,
-    do_eval: bool,
-    do_predict: bool,
-    strategy: tf.distribute.Strategy | None = None,
-) -> dict:
-    """The original `run_classifier.py` main(): train (on `strategy`: one device when None, a
-    TPU, several GPUs or workers), evaluate every checkpoint, predict, export. Without
-    `do_train`, an `hf_model` folder is itself scored, predicted and exported while `output_dir`
-    holds no checkpoint of its own (a Hub classifier as it is)."""
-    task = GlueFinetuneTask(config)
-    checkpoint = None if do_train else hub_model_to_score(config)
-    return loop.run(task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint)
-
-
-def hub_model_to_score(config: FinetuneConfig) -> str | None:
-    """The `hf_model` folder when there is no trained checkpoint in `output_dir` to use
-    instead; else None (the loop scores the checkpoints of `output_dir`)."""
-    hf_model = config.hf_model
-    if not hf_model or list_checkpoints(config.output_dir):
-        return None
-    if os.path.exists(os.path.join(config.output_dir, BEST_CHECKPOINT + ".index")):
-        return None
-    return hf_model

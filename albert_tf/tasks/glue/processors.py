@@ -314,3 +314,18 @@ def _example(
     return GlueExample(
         guid=guid, text_a=fields[layout.text_a], text_b=text_b, label=label, line=line
     )
+
+
+def parse_label_names(given, labels, what: str) -> tuple[str, ...]:
+    """`given` (comma-separated, or a sequence) as one name per entry of `labels` (None: a
+    regression, which has no names); a `ValueError` in one line otherwise."""
+    names = given.split(",") if isinstance(given, str) else list(given)
+    names = tuple(str(name).strip() for name in names)
+    if labels is None:
+        raise ValueError(f"--label_names: {what} is a regression (one score): it has no labels")
+    if len(names) != len(labels) or not all(names):
+        raise ValueError(
+            f"--label_names: {len(names)} names ({','.join(names)}) for {what}'s "
+            f"{len(labels)} labels ({','.join(labels)})"
+        )
+    return names

@@ -26,7 +26,6 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.finetuning.task import TaskBase
 from albert_tf.finetuning.bundle import write_serving_bundle
-from albert_tf.finetuning import loop
 from albert_tf.io import write_text
 from albert_tf.modeling.heads.multiple_choice import AlbertMultipleChoice
 from albert_tf.tasks.race import inputs as race_inputs
@@ -36,7 +35,7 @@ from albert_tf.tasks.race.examples import LABELS, LEVELS, read_race_examples
 from albert_tf.tasks.race.features import convert_race_example
 from albert_tf.tasks.race.metrics import race_metrics
 
-__all__ = ["RECIPES", "RaceConfig", "RaceFinetuneTask", "run"]
+__all__ = ["RECIPES", "RaceConfig", "RaceFinetuneTask"]
 
 
 def _digest(paths: list[str]) -> str:
@@ -57,7 +56,7 @@ class RaceFinetuneTask(TaskBase):
 
     Example:
       task = RaceFinetuneTask(RaceConfig("data", "out/race", "30k-clean.model"))
-      loop.run(task, do_train=True, do_eval=True, do_predict=False)
+      albert_tf.finetuning.loop.run(task, do_train=True, do_eval=True, do_predict=False)
     """
 
     name = "race"
@@ -209,18 +208,3 @@ class RaceFinetuneTask(TaskBase):
             info,
             checkpoint,
         )
-
-
-def run(
-    config: RaceConfig,
-    do_train: bool,
-    do_eval: bool,
-    do_predict: bool,
-    strategy: tf.distribute.Strategy | None = None,
-) -> dict:
-    """The original `run_race.py` main(): train, evaluate every checkpoint on dev, predict the
-    test split; without `do_train`, an `init_checkpoint` (or `hf_model`) is itself evaluated and
-    predicted (else the checkpoints of `output_dir`)."""
-    task = RaceFinetuneTask(config)
-    checkpoint = loop.initial_weights(config) if not do_train else None
-    return loop.run(task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint)

@@ -72,7 +72,7 @@ class SquadFinetuneTask(TaskBase):
 
     Example:
       task = SquadFinetuneTask(SquadConfig("v2", "out/squad2", "30k-clean.model", ...))
-      loop.run(task, do_train=True, do_eval=True, do_predict=True)
+      run(task, do_train=True, do_predict=True)  # the schedule, the caches, then the loop
     """
 
     def __init__(
@@ -257,19 +257,18 @@ class SquadFinetuneTask(TaskBase):
 
 
 def run(
-    config: SquadConfig,
+    task: SquadFinetuneTask,
     do_train: bool,
     do_predict: bool,
     strategy: tf.distribute.Strategy | None = None,
-    write_text_model: Callable | None = None,
 ) -> dict:
     """The original scripts' main(): train (scoring every checkpoint on the predict file when it
     has answers), then predict with the best checkpoint; without `do_train`, an
     `init_checkpoint` (or `hf_model`) is itself scored and predicted (else the checkpoints of
-    `output_dir`). `write_text_model`: as `SquadFinetuneTask`'s."""
+    `output_dir`)."""
+    config = task.settings
     if not (do_train or do_predict or config.export_dir):
         raise ValueError("At least one of `do_train` or `do_predict` or `export_dir` must be True.")
-    task = SquadFinetuneTask(config, write_text_model=write_text_model)
     # The predict file's windows are cached in output_dir before the loop claims it: held from
     # here on, so that a second job stops before any work.
     chief = strategy is None or is_chief(strategy)
@@ -281,9 +280,6 @@ def run(
         emptied_unless_checkpointed(config.output_dir, writes=chief, created=created),
     ):
         if do_train:
-            task.settings = config = with_schedule(config, len(task.train_examples()))
+            task.settings = with_schedule(config, len(task.train_examples()))
         do_eval = do_predict and task.predict_inputs().scorable
-        checkpoint = loop.initial_weights(config) if not do_train else None
-        return loop.run(
-            task, do_train, do_eval, do_predict, strategy=strategy, checkpoint=checkpoint
-        )
+        return loop.run(task, do_train, do_eval, do_predict, strategy=strategy)
