@@ -118,12 +118,12 @@ def finetune(s: StudySettings, run: RunSpec, task: str, init: str, spm_model_fil
 def finetune_glue(
     task: str, glue_dir: str, output_dir: str, init: str | None, spm_model_file: str, **loop
 ) -> dict:
-    """One GLUE fine-tune through the GLUE task's `run` (`init`: a `.keras` or TF1 checkpoint,
+    """One GLUE fine-tune on the fine-tuning loop (`init`: a `.keras` or TF1 checkpoint,
     None for the random init; `loop`: the `FinetuneConfig` sizes, rate and seed), scored on dev
     once, at the end; returns the final evaluation (its `metrics` and `baseline`)."""
     import keras
 
-    from albert_tf.finetuning import loop
+    from albert_tf.finetuning.loop import run
     from albert_tf.tasks.glue import finetune as glue
 
     keras.backend.clear_session()
@@ -138,8 +138,8 @@ def finetune_glue(
         log_every_steps=max(1, loop["train_step"] // 5),
         **loop,
     )
-    task = glue.GlueFinetuneTask(config)
-    evaluation = loop.run(task, do_train=True, do_eval=True, do_predict=False)["eval"]
+    job = glue.GlueFinetuneTask(config)
+    evaluation = run(job, do_train=True, do_eval=True, do_predict=False)["eval"]
     return {**evaluation["final"], "baseline": evaluation["baseline"]}
 
 
