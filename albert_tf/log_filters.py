@@ -3,9 +3,13 @@ the Beam runner (Beam's plumbing)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
 import os
+
+# A run logs from a few hundred source files at most: each is resolved once, not on every record.
+_real_path = functools.lru_cache(maxsize=1024)(os.path.realpath)
 
 
 class PackageRecordsBelow(logging.Filter):
@@ -21,7 +25,7 @@ class PackageRecordsBelow(logging.Filter):
 
     def covers(self, path: str) -> bool:
         """Whether `path` is one of the package's files."""
-        return bool(self._prefixes) and os.path.realpath(path).startswith(self._prefixes)
+        return bool(self._prefixes) and _real_path(path).startswith(self._prefixes)
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= self.level or not self.covers(record.pathname)
