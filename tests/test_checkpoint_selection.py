@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from albert_tf.finetuning.selection import CheckpointEvaluator, _better, list_checkpoints
-from albert_tf.tasks.glue.finetune import GlueDevScorer
+from albert_tf.tasks.glue.metrics import GlueDevScorer
 from albert_tf.io import write_json
 
 

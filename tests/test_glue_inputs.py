@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from albert_tf import AlbertConfig
-from albert_tf.tasks.glue.finetune import predict_logits
+from albert_tf.tasks.glue.metrics import predict_logits
 from albert_tf.modeling.heads.classifier import AlbertClassifier
 from albert_tf.tasks.glue import processors as glue
-from albert_tf.tasks.glue.inputs import encode_split, make_dataset
+from albert_tf.tasks.glue.finetune import encode_split, make_dataset
 from albert_tf.text.tokenization import AlbertTokenizer
 from tests.tolerances import SAME_MODEL, assert_close_to_scale
 from tests.model_configs import CLASSIFIER_TINY

@@ -8,8 +8,10 @@ and selection key, the original's `test_results.tsv` (probabilities) and a GLUE 
 
 Deliberate differences, none changing the maths: training examples are fully shuffled (seeded)
 instead of the original's file order through a 100-example buffer (CoLA's file here is not in
-GLUE's order); batches are padded to their longest example unless `dynamic_padding=False` (see
-`albert_tf.tasks.glue.inputs`).
+GLUE's order); batches are padded to their longest example unless `dynamic_padding=False`.
+Examples are stored packed and unpadded; padded keys get -10000 before the attention softmax, where
+exp underflows to exactly 0, so both paddings give the same outputs up to float rounding, and
+dynamic padding is several times faster on short texts such as SST-2.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ from albert_tf.settings import OUTPUT_DIR, setting
 from albert_tf.modeling.heads.classifier import HEAD_NAME, AlbertClassifier
 from albert_tf.tasks.glue import metrics as glue_metrics
 from albert_tf.tasks.glue import processors as glue
-from albert_tf.tasks.glue.inputs import EncodedSplit, encode_split, make_dataset
 from albert_tf.text.tokenization import AlbertTokenizer
 
 # run_glue.sh: every task also used --max_seq_length=512 --optimizer=adamw --do_lower_case.
@@ -161,43 +162,92 @@ def read_split(config: FinetuneConfig, split: str) -> glue.GlueSplit:
     return result
 
 
-def predict_logits(
-    model: keras.Model, dataset: tf.data.Dataset, what: str = "GLUE", total: int | None = None
-) -> np.ndarray:
-    """Inference-mode logits [N, num_labels] of a classifier over a dataset of `total` examples
-    (`what` and `total` for the progress lines)."""
-    return np.asarray(predict_with_progress(model, dataset, what, total)["logits"])
-
-
 @dataclasses.dataclass
-class GlueDevScorer:
-    """A GLUE task's dev set and metrics, for `CheckpointEvaluator`.
+class EncodedSplit:
+    """Packed examples without their padding: `[CLS] A [SEP] (B [SEP])` ids, flat."""
 
-    Args:
-      name: GLUE task name (decides the metrics and the selection key).
-      dataset: dev batches in file order; `labels`: their label ids (scores for STS-B).
+    token_ids: np.ndarray  # int32, all examples concatenated
+    lengths: np.ndarray  # real tokens per example
+    segment_a_lengths: np.ndarray  # tokens with segment id 0 ([CLS] A [SEP])
+    label_ids: np.ndarray  # int32 class ids, float32 scores (STS-B), zeros when unlabelled
+    guids: list[str]
 
-    Example:
-      scorer = GlueDevScorer("mrpc", dev_batches, dev_labels)
-      scorer.score(model)["eval_accuracy"], scorer.baseline["eval_accuracy"]
+
+def encode_split(
+    split: glue.GlueSplit, task: glue.GlueTask, tokenizer: AlbertTokenizer, max_seq_length: int
+) -> EncodedSplit:
+    """Tokenizes and packs examples exactly as the original `convert_single_example`."""
+    examples = split.examples
+    ids_a = tokenizer.encode_batch([e.text_a for e in examples])
+    with_b = [i for i, e in enumerate(examples) if e.text_b]  # the original: `if text_b:`
+    ids_b = dict(zip(with_b, tokenizer.encode_batch([examples[i].text_b for i in with_b])))
+    chunks, lengths, segment_a = [], [], []
+    for i, ids in enumerate(ids_a):
+        packed = tokenizer.pack(ids, ids_b.get(i) or None, max_seq_length)  # `if tokens_b:`
+        length = sum(packed.input_mask)
+        chunks.append(packed.input_ids[:length])
+        lengths.append(length)
+        segment_a.append(length - sum(packed.segment_ids))
+    if task.is_regression:
+        labels = np.array([0.0 if e.label is None else e.label for e in examples], np.float32)
+    else:
+        index = {label: i for i, label in enumerate(task.labels)}
+        labels = np.array([0 if e.label is None else index[e.label] for e in examples], np.int32)
+    flat = np.fromiter((t for c in chunks for t in c), np.int32, count=sum(lengths))
+    return EncodedSplit(
+        flat,
+        np.array(lengths, np.int64),
+        np.array(segment_a, np.int32),
+        labels,
+        [e.guid for e in examples],
+    )
+
+
+def make_dataset(
+    encoded: EncodedSplit,
+    batch_size: int,
+    max_seq_length: int,
+    training: bool,
+    seed: int = 0,
+    dynamic_padding: bool = True,
+) -> tf.data.Dataset:
+    """Batches of (features `input_ids, input_mask, segment_ids`, `label_ids`), as `fit` and
+    `predict` take them.
+
+    Training: shuffled (seeded, reshuffled each pass), repeated, remainder dropped (as the
+    original). Otherwise in file order with a smaller last batch.
     """
+    ids = tf.RaggedTensor.from_row_lengths(encoded.token_ids, encoded.lengths)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        {"ids": ids, "segment_a": encoded.segment_a_lengths, "label_ids": encoded.label_ids}
+    )
+    if training:
+        dataset = dataset.shuffle(
+            len(encoded.lengths), seed=seed, reshuffle_each_iteration=True
+        ).repeat()
 
-    name: str
-    dataset: tf.data.Dataset
-    labels: np.ndarray
-
-    def __post_init__(self):
-        self.labels = np.asarray(self.labels)
-        self.selection_metric = glue_metrics.selection_metric(self.name)
-        # The most frequent dev label (the mean score for STS-B): no constant guess does better.
-        self.baseline = glue_metrics.majority_baseline(
-            self.name, self.labels, self.labels, glue.get_task(self.name).num_labels
+    def unpack(row):
+        length = tf.shape(row["ids"])[0]
+        segment_ids = tf.concat(
+            [
+                tf.zeros([row["segment_a"]], tf.int32),
+                tf.ones([length - row["segment_a"]], tf.int32),
+            ],
+            0,
         )
+        features = {
+            "input_ids": row["ids"],
+            "input_mask": tf.ones([length], tf.int32),
+            "segment_ids": segment_ids,
+        }
+        return features, row["label_ids"]
 
-    def score(self, model: keras.Model) -> dict[str, float]:
-        """The task's metrics of `model` on dev (`selection_metric` among them)."""
-        logits = predict_logits(model, self.dataset, f"{self.name} dev", len(self.labels))
-        return glue_metrics.task_metrics(self.name, self.labels, logits)
+    width = None if dynamic_padding else max_seq_length
+    shapes = ({"input_ids": [width], "input_mask": [width], "segment_ids": [width]}, [])
+    dataset = dataset.map(unpack, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.padded_batch(batch_size, padded_shapes=shapes, drop_remainder=training).prefetch(
+        tf.data.AUTOTUNE
+    )
 
 
 class GlueFinetuneTask(TaskBase):
@@ -303,10 +353,10 @@ class GlueFinetuneTask(TaskBase):
         )
         return self._batches(encoded, self.settings.train_batch_size, True), len(encoded.lengths)
 
-    def dev_scorer(self) -> GlueDevScorer:
+    def dev_scorer(self) -> glue_metrics.GlueDevScorer:
         """The dev split, encoded once, as a scorer."""
         dev = self._encode("dev")
-        return GlueDevScorer(
+        return glue_metrics.GlueDevScorer(
             self.name, self._batches(dev, self.settings.eval_batch_size, False), dev.label_ids
         )
 

@@ -1,4 +1,5 @@
-"""GLUE dev metrics in numpy, with the original's key names.
+"""GLUE dev metrics in numpy, with the original's key names, and the scorer that computes them
+for a model on a task's dev set (`GlueDevScorer`, what checkpoint selection calls).
 
 The original computed `eval_accuracy`, `eval_loss`, `matthew_corr` (CoLA, with TF's
 `div_no_nan`: 0 when undefined) and `pearson`/`MSE` (STS-B) in-graph. F1 (MRPC, QQP; positive class
@@ -9,7 +10,14 @@ hand-computed values. Undefined correlations (a constant input) are NaN.
 
 from __future__ import annotations
 
+import dataclasses
+
+import keras
 import numpy as np
+import tensorflow as tf
+
+from albert_tf.finetuning.progress import predict_with_progress
+from albert_tf.tasks.glue import processors as glue
 
 # The metric the original picked the best checkpoint by (`run_classifier.py` `key_name`).
 SELECTION_METRIC = {"cola": "matthew_corr", "sts-b": "pearson"}
@@ -122,3 +130,42 @@ def majority_baseline(
     metrics = task_metrics(task_name, dev_labels, logits)
     metrics.pop("eval_loss")  # meaningless for a constant guess
     return metrics
+
+
+def predict_logits(
+    model: keras.Model, dataset: tf.data.Dataset, what: str = "GLUE", total: int | None = None
+) -> np.ndarray:
+    """Inference-mode logits [N, num_labels] of a classifier over a dataset of `total` examples
+    (`what` and `total` for the progress lines)."""
+    return np.asarray(predict_with_progress(model, dataset, what, total)["logits"])
+
+
+@dataclasses.dataclass
+class GlueDevScorer:
+    """A GLUE task's dev set and metrics, for `CheckpointEvaluator`.
+
+    Args:
+      name: GLUE task name (decides the metrics and the selection key).
+      dataset: dev batches in file order; `labels`: their label ids (scores for STS-B).
+
+    Example:
+      scorer = GlueDevScorer("mrpc", dev_batches, dev_labels)
+      scorer.score(model)["eval_accuracy"], scorer.baseline["eval_accuracy"]
+    """
+
+    name: str
+    dataset: tf.data.Dataset
+    labels: np.ndarray
+
+    def __post_init__(self):
+        self.labels = np.asarray(self.labels)
+        self.selection_metric = selection_metric(self.name)
+        # The most frequent dev label (the mean score for STS-B): no constant guess does better.
+        self.baseline = majority_baseline(
+            self.name, self.labels, self.labels, glue.get_task(self.name).num_labels
+        )
+
+    def score(self, model: keras.Model) -> dict[str, float]:
+        """The task's metrics of `model` on dev (`selection_metric` among them)."""
+        logits = predict_logits(model, self.dataset, f"{self.name} dev", len(self.labels))
+        return task_metrics(self.name, self.labels, logits)
