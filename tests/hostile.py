@@ -185,24 +185,42 @@ def assert_one_line_ending(output: str, *expected: str) -> str:
     return errors[0]
 
 
+_PF_EXITING = 0x4  # task flag: the process has begun to exit
+_SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+
+
+def _sigkill_pending(status: str) -> bool:
+    """Whether /proc/<pid>/status shows SIGKILL pending for the thread or the whole process."""
+    for line in status.splitlines():
+        name, _, mask = line.partition(":")
+        if name in ("SigPnd", "ShdPnd") and int(mask, 16) & _SIGKILL_BIT:
+            return True
+    return False
+
+
 def live_processes_in_session(session: int) -> list[str]:
     """The command lines of a session's processes that have not exited, from /proc: a job
     started by `interrupt_when` and every process it started, whatever their process group.
 
-    Left out: zombies, and processes whose command line reads empty. A user process's command line
-    is read from its memory, so it reads empty once the kernel has torn that memory down on the
-    way out: such a process runs no more code of its own and can write nothing more."""
+    Left out, as they run no more code of their own and can write nothing more: zombies; a
+    process the kernel is already ending (PF_EXITING in its flags, or SIGKILL pending: a signal
+    sent to a process runs on its next trip through the kernel, which may be a few milliseconds
+    after its parent was reaped); and one whose command line reads empty (a user process's command
+    line is read from its memory, which the kernel tears down on the way out)."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
-            state, _, _, sid = stat.rpartition(")")[2].split()[:4]
-            if int(sid) != session or state == "Z":
+            fields = stat.rpartition(")")[2].split()
+            state, sid, flags = fields[0], int(fields[3]), int(fields[6])
+            if sid != session or state == "Z" or flags & _PF_EXITING:
+                continue
+            if _sigkill_pending(pathlib.Path(f"/proc/{pid}/status").read_text()):
                 continue
             command_line = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode()
             if command_line:
                 found.append(command_line)
-        except (OSError, ValueError):
+        except (OSError, ValueError, IndexError):
             continue
     return found
 
