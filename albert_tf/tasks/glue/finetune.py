@@ -1,5 +1,6 @@
 """GLUE fine-tuning as the original `run_classifier.py`, in one file: the job's settings
-(`FinetuneConfig`, the original flags), the release's `run_glue.sh` recipes, and the task.
+(`FinetuneConfig`, the original flags), the release's `run_glue.sh` recipes, the examples packed
+and batched (`encode_split`, `make_dataset`), and the task.
 
 `GlueFinetuneTask` is what the loop (`albert_tf.finetuning.loop`) needs from GLUE: an
 `AlbertClassifier`, the task's TSV files encoded as `convert_single_example`, its dev metrics
