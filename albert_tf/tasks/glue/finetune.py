@@ -327,11 +327,9 @@ class GlueFinetuneTask(TaskBase):
             variable.assign(np.asarray(variable)[[theirs.index(label) for label in ours]])
         logging.info("%s: the head's rows reordered from %s to the task's %s", folder, theirs, ours)
 
-    def _encode(self, split: str) -> EncodedSplit:
+    def _encode(self, split: glue.GlueSplit) -> EncodedSplit:
         config = self.settings
-        return encode_split(
-            read_split(config, split), config.task, self.tokenizer, config.max_seq_length
-        )
+        return encode_split(split, config.task, self.tokenizer, config.max_seq_length)
 
     def _batches(self, encoded: EncodedSplit, batch_size: int, training: bool) -> tf.data.Dataset:
         config = self.settings
@@ -349,14 +347,12 @@ class GlueFinetuneTask(TaskBase):
         split = read_split(self.settings, "train")
         if not split.examples:
             raise ValueError(f"{split.path}: no training examples")
-        encoded = encode_split(
-            split, self.settings.task, self.tokenizer, self.settings.max_seq_length
-        )
+        encoded = self._encode(split)
         return self._batches(encoded, self.settings.train_batch_size, True), len(encoded.lengths)
 
     def dev_scorer(self) -> glue_metrics.GlueDevScorer:
         """The dev split, encoded once, as a scorer."""
-        dev = self._encode("dev")
+        dev = self._encode(read_split(self.settings, "dev"))
         return glue_metrics.GlueDevScorer(
             self.name, self._batches(dev, self.settings.eval_batch_size, False), dev.label_ids
         )
@@ -370,7 +366,7 @@ class GlueFinetuneTask(TaskBase):
 
     def predict_inputs(self) -> EncodedSplit:
         """The test split, encoded."""
-        return self._encode("test")
+        return self._encode(read_split(self.settings, "test"))
 
     def predict(
         self, model: AlbertClassifier, checkpoint: str, inputs: EncodedSplit
