@@ -127,3 +127,15 @@ def test_train_state_checkpoints_restore_weights_optimizer_and_step(tmp_path):
     for want, got in zip(saved, fresh.weights):
         np.testing.assert_array_equal(got.numpy(), want, err_msg=got.path)
     assert int(fresh.optimizer.iterations.numpy()) == 3
+
+
+def test_each_report_is_the_mean_of_its_own_steps():
+    # A rate of 0 keeps the weights, so every batch's loss is known before training; the loss
+    # jumps at step 5, inside the one checkpoint interval.
+    model, format_ = tiny_model(learning_rate=0.0), RecordingFormat()
+    data = batches(targets=0.0).take(4).concatenate(batches(targets=10.0))
+    per_batch = [np.mean((model(x).numpy() - y) ** 2) for x, y in data.take(8).as_numpy_iterator()]
+    history, _ = harness.train(model, from_step(data), 0, harness.Schedule(8, 8, 4, 2), format_)
+    assert [h["step"] for h in history] == [2, 4, 6, 8]
+    expected = [np.mean(per_batch[i : i + 2]) for i in (0, 2, 4, 6)]
+    np.testing.assert_allclose([h["loss"] for h in history], expected, rtol=1e-5)

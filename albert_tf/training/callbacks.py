@@ -103,7 +103,7 @@ class StopAtStep(keras.callbacks.Callback):
 class TrainingMonitor(keras.callbacks.Callback):
     """Progress line with ETA, TensorBoard scalars, and the non-finite-loss stop.
 
-    Scalars: the model's metrics (the loss: its mean since the last checkpoint; pretraining's
+    Scalars: the model's metrics over the steps since the last report (the loss; pretraining's
     MLM/SOP loss and accuracy, a classifier's accuracy, ...), learning rate, gradient norm (before
     clipping, when the optimizer reports it) and examples/s, every `log_every_steps` steps of
     `counter`. The line shows the loss and `shown_metrics` ({log name: label}).
@@ -190,6 +190,10 @@ class TrainingMonitor(keras.callbacks.Callback):
             _duration(remaining),
         )
         self._last_time, self._last_step = now, step
+        # Keras's metrics are means since the epoch began, and an epoch here is a checkpoint
+        # interval: left alone, a loss that turns back up mid-interval barely moves the curve
+        # until the next checkpoint. Reset, each report covers its own steps only.
+        self.model.reset_metrics()
 
 
 def _duration(seconds: float) -> str:
