@@ -17,14 +17,17 @@ of which only GLUE's dev set is at hand, has that set split once, seeded, into 4
 training and the rest for evaluation. A re-run reuses every finished stage under --work_dir.
 """
 
+import dataclasses
+import os
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from pipelines import _cli  # first: TensorFlow's log level must be set before it loads
-from absl import flags
+from absl import app, flags
 
+from albert_tf.config import AlbertConfig
 from benchmarks import study_flags
 from benchmarks.lift.settings import LiftSettings
 from benchmarks.machine import describe as describe_machine
@@ -37,8 +40,8 @@ flags.DEFINE_list(
     "restart_steps",
     None,
     "Steps where the learning-rate schedule starts again (warmup, then decay to 0 at the next "
-    "one or at --num_train_steps); a longer run continues a finished one this way "
-    "(default: the size's).",
+    "one or at --num_train_steps); a longer run continues a finished one this way; empty: "
+    "one schedule (default: the size's).",
 )
 flags.DEFINE_float(
     "restart_learning_rate",
@@ -52,6 +55,21 @@ flags.DEFINE_enum(
     "Pretraining precision; auto: bf16 where the CPU has bf16 units and a short check finds "
     "it at least 10%% faster (default: none).",
 )
+flags.DEFINE_string(
+    "albert_config_file",
+    None,
+    "The model to pretrain, as an albert_config.json; its vocab_size is the size of the "
+    "vocabulary the study trains (default: the size's model).",
+)
+flags.DEFINE_float(
+    "learning_rate", None, "Peak LAMB rate of the first phase (default: the size's)."
+)
+flags.DEFINE_string(
+    "bundle_dir",
+    None,
+    "Where the final model is written as the repository ships it (default: the size's; at "
+    "--size=study that is pretrained/albert-small-en, the bundled model itself).",
+)
 
 
 def lift_settings() -> LiftSettings:
@@ -61,12 +79,23 @@ def lift_settings() -> LiftSettings:
         overrides["num_train_steps"] = FLAGS.num_train_steps
     if FLAGS.curve_steps:
         overrides["curve_steps"] = tuple(int(s) for s in FLAGS.curve_steps)
-    if FLAGS.restart_steps:
+    if FLAGS.restart_steps is not None:  # given empty: one schedule, no restart
         overrides["restart_steps"] = tuple(int(s) for s in FLAGS.restart_steps)
     if FLAGS.restart_learning_rate is not None:
         overrides["restart_learning_rate"] = FLAGS.restart_learning_rate
     if FLAGS.mixed_precision:
         overrides["mixed_precision"] = FLAGS.mixed_precision
+    if FLAGS.learning_rate is not None:
+        overrides["learning_rate"] = FLAGS.learning_rate
+    if FLAGS.bundle_dir:
+        overrides["bundle_dir"] = os.path.abspath(FLAGS.bundle_dir)
+    if FLAGS.albert_config_file:
+        try:
+            model = dataclasses.asdict(AlbertConfig.from_json_file(FLAGS.albert_config_file))
+        except (OSError, ValueError) as error:
+            raise app.UsageError(f"--albert_config_file: {error}") from None
+        overrides["vocab_size"] = model.pop("vocab_size")
+        overrides["model"] = model
     return study_flags.settings_from_flags(LiftSettings, **overrides)
 
 

@@ -280,3 +280,65 @@ def test_stage_seconds_count_only_the_stages_this_study_used(tmp_path):
     seconds = report.stage_seconds(now)
     assert seconds["pretraining"] == 100 and seconds["score"] == 7
     assert seconds["grid"] == 0 and set(seconds) == set(report.STAGE_KINDS)
+
+
+_LIFT_SETTINGS = """
+import json, runpy, sys
+from absl import flags
+lift = runpy.run_path("benchmarks/pretraining_lift.py", run_name="flags_only")
+flags.FLAGS(["pretraining_lift.py", *sys.argv[1:]])
+s = lift["lift_settings"]()
+print(json.dumps({"vocab": s.vocab_size, "model": s.model, "lr": s.learning_rate,
+                  "bundle_dir": s.bundle_dir, "work_dir": s.work_dir,
+                  "restarts": s.restart_steps}))
+"""
+
+
+def test_the_model_rate_and_bundle_folder_come_from_flags(tmp_path):
+    """--albert_config_file sets the model and the vocabulary size the study trains,
+    --learning_rate the first phase's peak, --bundle_dir where the final model goes, and an
+    empty --restart_steps one schedule with no restart."""
+    config = dict(json.loads((ROOT / "pretrained/albert-small-en/albert_config.json").read_text()))
+    config.update(hidden_size=256, num_attention_heads=4, intermediate_size=1024, vocab_size=6000)
+    (tmp_path / "h256.json").write_text(json.dumps(config))
+    argv = [
+        f"--albert_config_file={tmp_path / 'h256.json'}",
+        "--learning_rate=0.005",
+        "--restart_steps=",
+        f"--bundle_dir={tmp_path / 'bundle'}",
+        f"--work_dir={tmp_path / 'work'}",
+    ]
+    run = subprocess.run(
+        [sys.executable, "-c", _LIFT_SETTINGS, *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    s = json.loads(run.stdout.splitlines()[-1])
+    assert s["vocab"] == 6000 and s["lr"] == 0.005 and s["restarts"] == []
+    assert s["bundle_dir"] == str(tmp_path / "bundle")
+    assert (s["model"]["hidden_size"], s["model"]["intermediate_size"]) == (256, 1024)
+    assert s["model"]["embedding_size"] == 128 and "vocab_size" not in s["model"]
+    model = runs.albert_config(LiftSettings(work_dir=s["work_dir"], model=s["model"]))
+    assert model.hidden_size == 256 and model.num_attention_heads == 4
+
+
+def test_an_unknown_key_in_the_model_config_is_a_one_line_error(tmp_path):
+    (tmp_path / "bad.json").write_text(json.dumps({"hidden_size": 256, "hiden_layers": 4}))
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "pretraining_lift.py"),
+            f"--albert_config_file={tmp_path / 'bad.json'}",
+            f"--work_dir={tmp_path / 'work'}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert "bad.json" in run.stderr and "hiden_layers" in run.stderr
+    assert not (tmp_path / "work").exists()  # refused before anything was written
