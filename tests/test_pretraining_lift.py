@@ -203,19 +203,20 @@ def stage_files(work_dir: pathlib.Path) -> dict[str, float]:
     return {str(p): p.stat().st_mtime for p in (work_dir / "stages").rglob("*.json")}
 
 
-def run_cli(tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
+def run_python(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    """This Python on `args`, in the repository root, its output captured."""
     return subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "pretraining_lift.py"),
-            "--size=tiny",
-            f"--work_dir={tmp_path / 'work'}",
-            f"--results_dir={tmp_path / 'results'}",
-            f"--glue_dir={GLUE_FIXTURES}",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
+        [sys.executable, *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+    )
+
+
+def run_cli(tmp_path: pathlib.Path) -> subprocess.CompletedProcess:
+    return run_python(
+        str(ROOT / "benchmarks" / "pretraining_lift.py"),
+        "--size=tiny",
+        f"--work_dir={tmp_path / 'work'}",
+        f"--results_dir={tmp_path / 'results'}",
+        f"--glue_dir={GLUE_FIXTURES}",
         timeout=900,
     )
 
@@ -308,13 +309,7 @@ def test_the_model_rate_and_bundle_folder_come_from_flags(tmp_path):
         f"--bundle_dir={tmp_path / 'bundle'}",
         f"--work_dir={tmp_path / 'work'}",
     ]
-    run = subprocess.run(
-        [sys.executable, "-c", _LIFT_SETTINGS, *argv],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    run = run_python("-c", _LIFT_SETTINGS, *argv)
     assert run.returncode == 0, run.stderr[-3000:]
     s = json.loads(run.stdout.splitlines()[-1])
     assert s["vocab"] == 6000 and s["lr"] == 0.005 and s["restarts"] == []
@@ -327,17 +322,10 @@ def test_the_model_rate_and_bundle_folder_come_from_flags(tmp_path):
 
 def test_an_unknown_key_in_the_model_config_is_a_one_line_error(tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps({"hidden_size": 256, "hiden_layers": 4}))
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "pretraining_lift.py"),
-            f"--albert_config_file={tmp_path / 'bad.json'}",
-            f"--work_dir={tmp_path / 'work'}",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
+    run = run_python(
+        str(ROOT / "benchmarks" / "pretraining_lift.py"),
+        f"--albert_config_file={tmp_path / 'bad.json'}",
+        f"--work_dir={tmp_path / 'work'}",
     )
     assert run.returncode != 0 and "Traceback" not in run.stderr
     assert "bad.json" in run.stderr and "hiden_layers" in run.stderr
