@@ -1,5 +1,6 @@
 """GLUE processors: label sets, column layouts, BOM, headers, quoting off, malformed rows."""
 
+import gzip
 import pathlib
 
 import pytest
@@ -261,3 +262,21 @@ def test_data_dir_may_be_the_task_folder_and_missing_files_are_named(tmp_path):
         FileNotFoundError, match=r"qnli train file not found; tried .*QNLI/train.tsv"
     ):
         read_split("qnli", GLUE, "train")
+
+
+def test_a_gzipped_split_reads_as_the_plain_one_and_plain_comes_first(tmp_path):
+    (tmp_path / "MRPC").mkdir()
+    plain = (GLUE / "MRPC" / "dev.tsv").read_bytes()  # with its UTF-8 BOM
+    (tmp_path / "MRPC" / "dev.tsv.gz").write_bytes(gzip.compress(plain))
+    zipped = read_split("mrpc", tmp_path, "dev")
+    assert zipped.path.endswith("dev.tsv.gz")
+    assert zipped.examples == read_split("mrpc", GLUE, "dev").examples
+    # Where both are there, the plain file is read.
+    (tmp_path / "MRPC" / "dev.tsv").write_bytes(plain.replace(b"\t1\t", b"\t0\t", 1))
+    assert read_split("mrpc", tmp_path, "dev").path.endswith("dev.tsv")
+    cut = tmp_path / "cut" / "MRPC"
+    cut.mkdir(parents=True)
+    (cut / "dev.tsv.gz").write_bytes(gzip.compress(plain)[: len(plain) // 8])
+    # A cut archive is an error naming where it stopped, not a shorter split.
+    with pytest.raises(MalformedRowError, match=r"MRPC/dev.tsv.gz:\d+: damaged gzip data"):
+        read_split("mrpc", cut.parent, "dev")

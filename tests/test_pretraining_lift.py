@@ -2,8 +2,10 @@
 tiny size the whole study end to end through the CLI (results, bundled model, a re-run that
 redoes nothing)."""
 
+import gzip
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -197,6 +199,27 @@ def test_glue_folders_sample_train_sets_split_dev_only_tasks_and_never_mix(tmp_p
     train_rows = (tmp_path / "glue" / "SST-2" / "train.tsv").read_bytes().splitlines()[1:]
     assert sorted(grid_rows) == sorted(train_rows)
     assert data.write_glue(s) == written  # seeded: the same folders again
+
+
+def test_glue_folders_read_gzipped_train_sets_as_the_shipped_ones_are(tmp_path):
+    zipped = tmp_path / "zipped"
+    shutil.copytree(GLUE_FIXTURES, zipped)
+    for train in zipped.glob("*/train.tsv"):
+        train.with_suffix(".tsv.gz").write_bytes(gzip.compress(train.read_bytes()))
+        train.unlink()
+    written = {}
+    for name, source in (("plain", GLUE_FIXTURES), ("from_gzip", str(zipped))):
+        written[name] = data.write_glue(
+            LiftSettings(work_dir=str(tmp_path / name), glue_dir=source)
+        )
+    assert written["plain"]["tasks"] == written["from_gzip"]["tasks"]
+    plain = sorted((tmp_path / "plain").rglob("*.tsv"))
+    assert len(plain) == 16  # 4 tasks, train and dev, in glue/ and glue_grid/
+    for f in plain:
+        assert (
+            f.read_bytes()
+            == (tmp_path / "from_gzip" / f.relative_to(tmp_path / "plain")).read_bytes()
+        )
 
 
 def stage_files(work_dir: pathlib.Path) -> dict[str, float]:

@@ -7,6 +7,7 @@ set split once, seeded; each train set also split for the learning-rate grid).""
 from __future__ import annotations
 
 import collections
+import gzip
 import os
 import pathlib
 import random
@@ -64,8 +65,14 @@ def baselines(s: LiftSettings, train_records: str, heldout_records: str) -> dict
     }
 
 
+def _stored(folder: pathlib.Path, name: str) -> pathlib.Path | None:
+    """`folder/name`, else `folder/name.gz`, else None (the GLUE reader's order)."""
+    return next((p for p in (folder / name, folder / f"{name}.gz") if p.is_file()), None)
+
+
 def _rows(path: pathlib.Path, header: bool) -> tuple[list[bytes], list[bytes]]:
-    lines = path.read_bytes().splitlines(keepends=True)
+    data = path.read_bytes()
+    lines = (gzip.decompress(data) if path.suffix == ".gz" else data).splitlines(keepends=True)
     lines = [line if line.endswith(b"\n") else line + b"\n" for line in lines]
     return (lines[:1], lines[1:]) if header else ([], lines)
 
@@ -95,9 +102,12 @@ def write_glue(s: LiftSettings) -> dict:
     for name in SEEDED_TASKS + REPORTED_TASKS:
         task = get_task(name)
         source = pathlib.Path(s.glue_dir) / task.folder
-        head, dev = _rows(source / "dev.tsv", task.labelled.header)
-        if (source / "train.tsv").is_file():
-            _, train = _rows(source / "train.tsv", task.labelled.header)
+        dev_file, train_file = _stored(source, "dev.tsv"), _stored(source, "train.tsv")
+        if dev_file is None:
+            raise FileNotFoundError(f"--glue_dir: no dev.tsv (or dev.tsv.gz) in {source}")
+        head, dev = _rows(dev_file, task.labelled.header)
+        if train_file is not None:
+            _, train = _rows(train_file, task.labelled.header)
             train = _sample(train, s.train_rows[name], s.data_seed)
             evaluation = "GLUE dev set"
         else:  # GLUE's dev set only: split it once, seeded

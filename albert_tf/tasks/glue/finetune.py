@@ -91,7 +91,7 @@ class FinetuneConfig(FinetuneSettings):
     )
     data_dir: str = setting(
         help="GLUE root holding the task folders (SST-2/train.tsv, ...), as the original; the "
-        "task folder itself also works."
+        "task folder itself also works, and a file may be gzipped (train.tsv.gz)."
     )
     output_dir: str = setting(
         help="Where checkpoints, eval results and predictions go.", path=OUTPUT_DIR

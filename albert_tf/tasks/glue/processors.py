@@ -2,7 +2,7 @@
 
 Each task keeps the original's folder under `data_dir`, file names, column layout and label set.
 Files are read with quoting off (a field is exactly the text between tabs; many rows start with
-`"`), the UTF-8 BOM of MRPC is dropped, and CoLA's train/dev files have no header (its test file
+`"`), gunzipped where only `<file>.gz` is there, the UTF-8 BOM of MRPC is dropped, and CoLA's train/dev files have no header (its test file
 does). Labels go through `preprocess_text(lower=do_lower_case)` as in the original, then must be in
 the task's label set (STS-B: a finite float). Malformed rows (a column count different from the
 header's, an unknown label, bytes that are not UTF-8) raise `MalformedRowError` naming file and
@@ -13,8 +13,10 @@ rows silently and crashed (or mislabelled, for rows with extra tabs) elsewhere.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import math
 import os
+import zlib
 
 from albert_tf.text.tokenization import preprocess_text
 
@@ -196,11 +198,16 @@ class GlueSplit:
 
 def task_file(task: GlueTask, data_dir: str | os.PathLike, split: str) -> str:
     """Path of a split: `data_dir/<Folder>/<file>` as the original (which joins the task folder),
-    or `data_dir/<file>` when `data_dir` is the task folder itself."""
+    or `data_dir/<file>` when `data_dir` is the task folder itself; `<file>.gz` where only that
+    is there."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     name = task.files[split]
-    candidates = [os.path.join(data_dir, task.folder, name), os.path.join(data_dir, name)]
+    candidates = [
+        os.path.join(folder, file)
+        for folder in (os.path.join(data_dir, task.folder), os.fspath(data_dir))
+        for file in (name, name + ".gz")
+    ]
     for path in candidates:
         if os.path.isfile(path):
             return path
@@ -208,7 +215,8 @@ def task_file(task: GlueTask, data_dir: str | os.PathLike, split: str) -> str:
 
 
 def read_tsv_rows(path: str | os.PathLike, undecodable: list[tuple[int, str]] | None = None):
-    """Yields (line number, fields) of a TSV file read with quoting off, the UTF-8 BOM dropped.
+    """Yields (line number, fields) of a TSV file (gzip when its name ends in .gz) read with
+    quoting off, the UTF-8 BOM dropped.
 
     Splitting on tabs is what the original's `csv.reader(quotechar=None)` does; reading line by
     line lets every error name its line. A line that is not UTF-8 (flipped bytes, a cut
@@ -216,21 +224,32 @@ def read_tsv_rows(path: str | os.PathLike, undecodable: list[tuple[int, str]] | 
     `undecodable`, if given, as (line, reason).
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                if undecodable is None:
-                    raise MalformedRowError(
-                        f"{path}:{number}: not valid UTF-8 ({e}) (set "
-                        "skip_malformed_rows to skip and count such rows)"
-                    ) from None
-                undecodable.append((number, f"not valid UTF-8 ({e})"))
-                continue
-            if number == 1:
-                text = text.removeprefix("\ufeff")
-            yield number, text.rstrip("\n").removesuffix("\r").split("\t")
+    for number, raw in _numbered_lines(path):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if undecodable is None:
+                raise MalformedRowError(
+                    f"{path}:{number}: not valid UTF-8 ({e}) (set "
+                    "skip_malformed_rows to skip and count such rows)"
+                ) from None
+            undecodable.append((number, f"not valid UTF-8 ({e})"))
+            continue
+        if number == 1:
+            text = text.removeprefix("\ufeff")
+        yield number, text.rstrip("\n").removesuffix("\r").split("\t")
+
+
+def _numbered_lines(path: str):
+    """(line number, bytes) of a file, gunzipped when its name ends in .gz; a damaged or cut
+    archive raises `MalformedRowError` naming the line it stopped at."""
+    number = 0
+    try:
+        with gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                yield number, raw
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise MalformedRowError(f"{path}:{number + 1}: damaged gzip data ({e})") from None
 
 
 def read_split(
