@@ -186,7 +186,7 @@ class AlbertConfig:
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "AlbertConfig":
         """A named shape of `PRESETS`, with `overrides`: `tiny` (tests, smoke runs), `small` (the
-        bundled `pretrained/albert-small-en`), `smoke` (benchmarks' script checks), and the ALBERT
+        paper-ablation study; the bundled `pretrained/albert-small-en` is it at H=256), `smoke` (benchmarks' script checks), and the ALBERT
         v2 shapes `base`, `large`, `xlarge`, `xxlarge` (dropout 0, as the v2 release).
 
         xlarge uses 16 heads, as TF-Hub, Hugging Face and keras-hub do; the json inside the v2
@@ -220,7 +220,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         intermediate_size=64,
         max_position_embeddings=128,
     ),
-    # pretrained/albert-small-en: 4 layers of width 128 (E = H), an 8,000-piece vocab.
+    # The paper-ablation study's model: 4 layers of width 128 (E = H), an 8,000-piece vocab.
     "small": dict(
         _V2,
         vocab_size=8000,

@@ -1,11 +1,12 @@
-r"""Does a model pretrained here transfer? Pretrains the paper-ablation study's small ALBERT long
-enough to leave the unigram plateau, scores held-out MLM and SOP at every checkpoint, and
-fine-tunes the random init and checkpoints along pretraining on SST-2 and QNLI (three seeds
-each, the learning rate chosen on a split of each train set, never on dev), with MRPC and RTE
-reported beside their trivial baselines. Results: benchmarks/results/pretraining_lift.json,
+r"""Does a model pretrained here transfer? Pretrains a small ALBERT (the paper-ablation study's
+shape at H=256) long enough to leave the unigram plateau, scores held-out MLM and SOP at every
+checkpoint, and fine-tunes the random init and checkpoints along pretraining on SST-2 and QNLI
+(three seeds each, the learning rate chosen on a split of each train set, never on dev), with
+MRPC and RTE reported beside their trivial baselines. Results: benchmarks/results/pretraining_lift.json,
 .md and two PNG plots; the final model is what the repository ships in pretrained/.
 
-    # the study (about 6 hours on 2 cores, 3.7 of them pretraining): Gutenberg and Wikipedia
+    # the study (about 7.5 hours on 2 cores with bf16 units, 5 of them pretraining): Gutenberg
+    # and Wikipedia
     python benchmarks/pretraining_lift.py \
         --corpus_dir=../shared/data/corpus/gutenberg,../shared/data/corpus/enwiki_2015 \
         --glue_dir=../shared/data/glue
@@ -53,7 +54,7 @@ flags.DEFINE_enum(
     None,
     ["auto", "none", "bf16"],
     "Pretraining precision; auto: bf16 where the CPU has bf16 units and a short check finds "
-    "it at least 10%% faster (default: none).",
+    "it at least 10%% faster (default: the size's; auto at --size=study).",
 )
 flags.DEFINE_string(
     "albert_config_file",

@@ -78,11 +78,16 @@ def test_the_model_page_documents_every_preset_as_it_is_built():
         assert count == documented[name]["parameters"], name
 
 
-def test_small_is_the_bundled_model_and_tiny_the_tests_and_demos_shape():
+def test_the_bundled_model_is_small_widened_and_tiny_the_tests_and_demos_shape():
     bundled = AlbertConfig.from_json_file(
         REPO_ROOT / "pretrained/albert-small-en/albert_config.json"
     )
-    assert bundled == AlbertConfig.from_preset("small")
+    from benchmarks.lift.settings import WIDE_SMALL_MODEL
+
+    assert bundled == AlbertConfig.from_preset("small", **WIDE_SMALL_MODEL)
+    assert bundled == AlbertConfig.from_preset(
+        "small", hidden_size=256, num_attention_heads=4, intermediate_size=1024
+    )
     from pipelines.demo_pipeline import TINY_MODEL
 
     assert AlbertConfig(vocab_size=1000, **TINY_MODEL) == AlbertConfig.from_preset(

@@ -46,10 +46,10 @@ def test_curve_steps_must_be_checkpoints(tmp_path):
 
 
 def test_the_schedule_restarts_where_asked(tmp_path):
-    s = LiftSettings(work_dir=str(tmp_path))
+    s = LiftSettings(work_dir=str(tmp_path), restart_steps=(16000,))
     assert s.phase_ends() == (16000, 40000)
     assert LiftSettings.tiny(str(tmp_path), str(tmp_path)).phase_ends() == (4, 8)
-    assert LiftSettings(work_dir=str(tmp_path), restart_steps=()).phase_ends() == (40000,)
+    assert LiftSettings(work_dir=str(tmp_path)).phase_ends() == (40000,)  # one schedule
     with pytest.raises(ValueError, match="restart steps"):
         LiftSettings(work_dir=str(tmp_path), restart_steps=(3000,))
     # The first phase keeps the stage name a 16k run recorded; later phases name their end.
@@ -69,14 +69,15 @@ def test_a_restarted_phase_warms_up_to_its_own_peak_rate(tmp_path, monkeypatch):
     monkeypatch.setattr(runs, "_pretraining_run", pretraining_run)
     monkeypatch.setattr(runs, "loss_curves", lambda log_dir: [])
     records = {"train": {"path": "train.tfrecord"}, "heldout": {"path": "heldout.tfrecord"}}
-    s = LiftSettings(work_dir=str(tmp_path), restart_learning_rate=0.003)
+    s = LiftSettings(work_dir=str(tmp_path), restart_steps=(16000,), restart_learning_rate=0.003)
     for start, end in zip((0, *s.phase_ends()[:-1]), s.phase_ends()):
         runs.pretrain(s, records, "none", start, end)
     assert [(o.start_warmup_step, o.num_train_steps, o.learning_rate) for o in taken] == [
-        (0, 16000, 0.01),
+        (0, 16000, 0.005),
         (16000, 40000, 0.003),
     ]
-    assert LiftSettings(work_dir=str(tmp_path)).peak_learning_rate(16000) == 0.01
+    restarted = LiftSettings(work_dir=str(tmp_path), restart_steps=(16000,))
+    assert restarted.peak_learning_rate(16000) == restarted.learning_rate == 0.005
 
 
 def test_the_grid_passes_over_a_rate_that_leaves_a_seed_at_the_majority_class(tmp_path):
@@ -156,8 +157,8 @@ def test_the_grid_grows_past_an_edge_that_holds_the_best_rate(tmp_path):
 def test_a_curve_fine_tune_is_stored_under_its_rate_and_not_reused_for_another(tmp_path):
     s = LiftSettings(work_dir=str(tmp_path))
     stages = Stages(str(tmp_path))
-    item = {"stage": "curve", "task": "sst-2", "step": 8000, "seed": 1}
-    assert study._name(item, 1e-3) == "curve/sst-2-step8000-lr0.001-seed1"
+    item = {"stage": "curve", "task": "sst-2", "step": 16000, "seed": 1}
+    assert study._name(item, 1e-3) == "curve/sst-2-step16000-lr0.001-seed1"
     # No grid yet: no rate is chosen, so no stored curve run counts as done.
     assert study._rate_for(s, study._stored_grid(s, stages), item) is None
     rates = ((3e-5, 0.6), (1e-4, 0.64), (3e-4, 0.69), (1e-3, 0.74), (3e-3, 0.70))
@@ -320,27 +321,30 @@ print(json.dumps({"vocab": s.vocab_size, "model": s.model, "lr": s.learning_rate
 
 def test_the_model_rate_and_bundle_folder_come_from_flags(tmp_path):
     """--albert_config_file sets the model and the vocabulary size the study trains,
-    --learning_rate the first phase's peak, --bundle_dir where the final model goes, and an
-    empty --restart_steps one schedule with no restart."""
-    config = dict(json.loads((ROOT / "pretrained/albert-small-en/albert_config.json").read_text()))
-    config.update(hidden_size=256, num_attention_heads=4, intermediate_size=1024, vocab_size=6000)
-    (tmp_path / "h256.json").write_text(json.dumps(config))
+    --learning_rate the first phase's peak, --restart_steps where the schedule starts again and
+    --bundle_dir where the final model goes: here the H=128 study's, none of them the defaults."""
+    h128 = ROOT / "benchmarks/results/pretraining_lift_h128_config.json"
+    config = dict(json.loads(h128.read_text()), vocab_size=6000)
+    (tmp_path / "h128.json").write_text(json.dumps(config))
     argv = [
-        f"--albert_config_file={tmp_path / 'h256.json'}",
-        "--learning_rate=0.005",
-        "--restart_steps=",
+        f"--albert_config_file={tmp_path / 'h128.json'}",
+        "--learning_rate=0.01",
+        "--restart_steps=16000",
         f"--bundle_dir={tmp_path / 'bundle'}",
         f"--work_dir={tmp_path / 'work'}",
     ]
     run = run_python("-c", _LIFT_SETTINGS, *argv)
     assert run.returncode == 0, run.stderr[-3000:]
     s = json.loads(run.stdout.splitlines()[-1])
-    assert s["vocab"] == 6000 and s["lr"] == 0.005 and s["restarts"] == []
+    assert s["vocab"] == 6000 and s["lr"] == 0.01 and s["restarts"] == [16000]
     assert s["bundle_dir"] == str(tmp_path / "bundle")
-    assert (s["model"]["hidden_size"], s["model"]["intermediate_size"]) == (256, 1024)
+    assert (s["model"]["hidden_size"], s["model"]["intermediate_size"]) == (128, 512)
     assert s["model"]["embedding_size"] == 128 and "vocab_size" not in s["model"]
     model = runs.albert_config(LiftSettings(work_dir=s["work_dir"], model=s["model"]))
-    assert model.hidden_size == 256 and model.num_attention_heads == 4
+    assert model.hidden_size == 128 and model.num_attention_heads == 2
+    # Empty: one schedule, as by default.
+    run = run_python("-c", _LIFT_SETTINGS, "--restart_steps=", f"--work_dir={tmp_path / 'w'}")
+    assert run.returncode == 0 and json.loads(run.stdout.splitlines()[-1])["restarts"] == []
 
 
 def test_an_unknown_key_in_the_model_config_is_a_one_line_error(tmp_path):
