@@ -42,7 +42,7 @@ from data_prep import corpus, instances, pipeline
 REPO = pathlib.Path(__file__).resolve().parents[1]
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
-    "input_file", str(REPO / "data_prep/sample_corpus/train/*.txt"), "Corpus (paragraphs)."
+    "input_file", str(REPO / "data_prep/sample_corpus/train/*.txt.gz"), "Corpus (paragraphs)."
 )
 flags.DEFINE_string(
     "spm_model_file",

@@ -30,7 +30,7 @@ from benchmarks.machine import describe as describe_machine  # noqa: E402
 FIXTURES = REPO / "tests" / "fixtures"
 SPM = FIXTURES / "albert_spm" / "30k-clean.model"
 TINY = FIXTURES / "original_checkpoints" / "albert_tiny_shared"
-BOOKS = REPO / "data_prep" / "sample_corpus" / "train" / "*.txt"
+BOOKS = REPO / "data_prep" / "sample_corpus" / "train" / "*.txt.gz"
 # A model whose steps take a few hundred ms on 2 cores: wide enough that a step is not nothing.
 SMALL = (
     '{"vocab_size": 30000, "embedding_size": 64, "hidden_size": 256, "num_hidden_layers": 4, '

@@ -77,8 +77,8 @@ class DemoSettings:
     """
 
     output_dir: str = str(RUNS_ROOT / "runs" / "demo")
-    train_files: str = str(SAMPLE_CORPUS / "train" / "*.txt")
-    heldout_files: str = str(SAMPLE_CORPUS / "heldout" / "*.txt")
+    train_files: str = str(SAMPLE_CORPUS / "train" / "*.txt.gz")
+    heldout_files: str = str(SAMPLE_CORPUS / "heldout" / "*.txt.gz")
     vocab_size: int = 8000
     max_seq_length: int = 128
     max_predictions_per_seq: int | None = None  # None: min(20, max_seq_length)
@@ -108,7 +108,7 @@ class DemoSettings:
         """A tiny run of every stage, in under a minute: for tests."""
         return cls(
             output_dir=output_dir,
-            train_files=str(SAMPLE_CORPUS / "train" / "pg11.txt"),
+            train_files=str(SAMPLE_CORPUS / "train" / "pg11.txt.gz"),
             vocab_size=1000,
             dupe_factor=1,
             model=dict(TINY_MODEL),

@@ -24,7 +24,7 @@ from tests.hostile import (
 REPO = pathlib.Path(__file__).resolve().parents[1]
 SPM = REPO / "tests" / "fixtures" / "albert_spm" / "30k-clean.model"
 CORPUS = REPO / "tests" / "fixtures" / "original_data" / "corpus_small.txt"  # 1.6 MB of records
-BOOKS = REPO / "data_prep" / "sample_corpus" / "train" / "*.txt"  # seconds of work on 2 cores
+BOOKS = REPO / "data_prep" / "sample_corpus" / "train" / "*.txt.gz"  # seconds of work on 2 cores
 
 
 def data_prep(out: pathlib.Path, *flags: str, corpus=CORPUS) -> list[str]:

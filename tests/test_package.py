@@ -110,12 +110,14 @@ def test_the_wheel_installs_and_its_scripts_run_outside_the_checkout(tmp_path):
         python,
         "-c",
         "import albert_tf, data_prep; print(albert_tf.__file__); "
-        "print(sorted(p.name for p in data_prep.SAMPLE_CORPUS.glob('*/*.txt')))",
+        "print(sorted(p.name for p in data_prep.SAMPLE_CORPUS.glob('*/*.txt.gz')))",
     )
     assert imported.returncode == 0, imported.stderr[-3000:]
     where, books = imported.stdout.splitlines()
     assert pathlib.Path(where).is_relative_to(site_packages)
-    checkout_books = sorted(p.name for p in (REPO_ROOT / "data_prep/sample_corpus").glob("*/*.txt"))
+    checkout_books = sorted(
+        p.name for p in (REPO_ROOT / "data_prep/sample_corpus").glob("*/*.txt.gz")
+    )
     assert books == str(checkout_books)
     for script in SCRIPTS:
         assert (bin_dir / script).is_file(), script
