@@ -186,8 +186,9 @@ class AlbertConfig:
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "AlbertConfig":
         """A named shape of `PRESETS`, with `overrides`: `tiny` (tests, smoke runs), `small` (the
-        paper-ablation study; the bundled `pretrained/albert-small-en` is it at H=256), `smoke` (benchmarks' script checks), and the ALBERT
-        v2 shapes `base`, `large`, `xlarge`, `xxlarge` (dropout 0, as the v2 release).
+        paper-ablation study; the bundled `pretrained/albert-small-en` is it at H=256), `smoke`
+        (benchmarks' script checks), and the ALBERT v2 shapes `base`, `large`, `xlarge`, `xxlarge`
+        (dropout 0, as the v2 release).
 
         xlarge uses 16 heads, as TF-Hub, Hugging Face and keras-hub do; the json inside the v2
         tarball reportedly says 32. Heads change no weight shape.

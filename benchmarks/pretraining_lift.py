@@ -2,8 +2,9 @@ r"""Does a model pretrained here transfer? Pretrains a small ALBERT (the paper-a
 shape at H=256) long enough to leave the unigram plateau, scores held-out MLM and SOP at every
 checkpoint, and fine-tunes the random init and checkpoints along pretraining on SST-2 and QNLI
 (three seeds each, the learning rate chosen on a split of each train set, never on dev), with
-MRPC and RTE reported beside their trivial baselines. Results: benchmarks/results/pretraining_lift.json,
-.md and two PNG plots; the final model is what the repository ships in pretrained/.
+MRPC and RTE reported beside their trivial baselines. Results:
+benchmarks/results/pretraining_lift.json, .md and two PNG plots; the final model is what the
+repository ships in pretrained/.
 
     # the study (about 7.5 hours on 2 cores with bf16 units, 5 of them pretraining): Gutenberg
     # and Wikipedia

@@ -272,7 +272,7 @@ def test_a_gzipped_split_reads_as_the_plain_one_and_plain_comes_first(tmp_path):
     assert zipped.path.endswith("dev.tsv.gz")
     assert zipped.examples == read_split("mrpc", GLUE, "dev").examples
     # Where both are there, the plain file is read.
-    (tmp_path / "MRPC" / "dev.tsv").write_bytes(plain.replace(b"\t1\t", b"\t0\t", 1))
+    (tmp_path / "MRPC" / "dev.tsv").write_bytes(plain)
     assert read_split("mrpc", tmp_path, "dev").path.endswith("dev.tsv")
     cut = tmp_path / "cut" / "MRPC"
     cut.mkdir(parents=True)

@@ -2,9 +2,10 @@
 
 Each task keeps the original's folder under `data_dir`, file names, column layout and label set.
 Files are read with quoting off (a field is exactly the text between tabs; many rows start with
-`"`), gunzipped where only `<file>.gz` is there, the UTF-8 BOM of MRPC is dropped, and CoLA's train/dev files have no header (its test file
-does). Labels go through `preprocess_text(lower=do_lower_case)` as in the original, then must be in
-the task's label set (STS-B: a finite float). Malformed rows (a column count different from the
+`"`), gunzipped where only `<file>.gz` is there; the UTF-8 BOM of MRPC is dropped, and CoLA's
+train/dev files have no header (its test file does). Labels go through
+`preprocess_text(lower=do_lower_case)` as in the original, then must be in the task's label set
+(STS-B: a finite float). Malformed rows (a column count different from the
 header's, an unknown label, bytes that are not UTF-8) raise `MalformedRowError` naming file and
 line, or are skipped and counted with `skip_malformed_rows=True`. The original skipped short QQP
 rows silently and crashed (or mislabelled, for rows with extra tabs) elsewhere.
