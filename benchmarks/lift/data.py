@@ -65,11 +65,6 @@ def baselines(s: LiftSettings, train_records: str, heldout_records: str) -> dict
     }
 
 
-def _stored(folder: pathlib.Path, name: str) -> pathlib.Path | None:
-    """`folder/name`, else `folder/name.gz`, else None (the GLUE reader's order)."""
-    return next((p for p in (folder / name, folder / f"{name}.gz") if p.is_file()), None)
-
-
 def _rows(path: pathlib.Path, header: bool) -> tuple[list[bytes], list[bytes]]:
     data = path.read_bytes()
     lines = (gzip.decompress(data) if path.suffix == ".gz" else data).splitlines(keepends=True)
@@ -96,16 +91,16 @@ def write_glue(s: LiftSettings) -> dict:
     """`<work_dir>/glue/<Task>/` (the sampled train set, the dev set) and `<work_dir>/glue_grid/
     <Task>/` (the train set split for the learning-rate grid); returns rows per file and where
     each task's evaluation set comes from."""
-    from albert_tf.tasks.glue.processors import get_task
+    from albert_tf.tasks.glue.processors import get_task, task_file
 
     written = {}
     for name in SEEDED_TASKS + REPORTED_TASKS:
         task = get_task(name)
-        source = pathlib.Path(s.glue_dir) / task.folder
-        dev_file, train_file = _stored(source, "dev.tsv"), _stored(source, "train.tsv")
-        if dev_file is None:
-            raise FileNotFoundError(f"--glue_dir: no dev.tsv (or dev.tsv.gz) in {source}")
-        head, dev = _rows(dev_file, task.labelled.header)
+        head, dev = _rows(pathlib.Path(task_file(task, s.glue_dir, "dev")), task.labelled.header)
+        try:  # the GLUE reader's choice of file: plain, else gzipped
+            train_file = pathlib.Path(task_file(task, s.glue_dir, "train"))
+        except FileNotFoundError:
+            train_file = None
         if train_file is not None:
             _, train = _rows(train_file, task.labelled.header)
             train = _sample(train, s.train_rows[name], s.data_seed)
