@@ -12,8 +12,8 @@ FLAGS = flags.FLAGS
 
 
 def define_study_flags(glue_default: str, work_default: str) -> None:
-    """Defines --corpus_dir, --glue_dir, --size, --work_dir, --results_dir, --num_train_steps;
-    the defaults named in their help."""
+    """Defines --corpus_dir, --glue_dir, --size, --work_dir, --results_dir, --num_train_steps,
+    --train_batch_size; the defaults named in their help."""
     flags.DEFINE_list(
         "corpus_dir",
         None,
@@ -25,6 +25,13 @@ def define_study_flags(glue_default: str, work_default: str) -> None:
     flags.DEFINE_string("work_dir", None, f"Data and runs (default: {work_default}).")
     flags.DEFINE_string("results_dir", None, "Where results go (default: benchmarks/results).")
     flags.DEFINE_integer("num_train_steps", None, "Pretraining steps (default: the size's).")
+    flags.DEFINE_integer(
+        "train_batch_size",
+        None,
+        "Pretraining batch size (default: the size's); a larger one suits an accelerator, with "
+        "a learning rate to match.",
+        lower_bound=1,
+    )
 
 
 def settings_from_flags(settings_class, **overrides):
@@ -37,6 +44,8 @@ def settings_from_flags(settings_class, **overrides):
         overrides["corpus_dirs"] = tuple(os.path.abspath(d) for d in FLAGS.corpus_dir)
     if FLAGS.glue_dir:
         overrides["glue_dir"] = os.path.abspath(FLAGS.glue_dir)
+    if FLAGS.train_batch_size:
+        overrides["train_batch_size"] = FLAGS.train_batch_size
     try:
         if FLAGS.size == "tiny":
             return settings_class.tiny(work_dir, results_dir, **overrides)

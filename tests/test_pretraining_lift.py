@@ -2,6 +2,7 @@
 tiny size the whole study end to end through the CLI (results, bundled model, a re-run that
 redoes nothing)."""
 
+import dataclasses
 import gzip
 import json
 import pathlib
@@ -38,6 +39,16 @@ def test_the_plan_fine_tunes_every_curve_point_with_every_seed(tmp_path):
     assert {p["task"] for p in plan if p["stage"] == "reported"} == set(REPORTED_TASKS)
     assert len({study._name(p) for p in plan}) == len(plan)
     assert study.estimate_seconds(s, Stages(str(tmp_path)), None) > 0
+
+
+def test_the_estimate_scales_pretraining_by_its_batch_and_fine_tunes_not(tmp_path):
+    s = LiftSettings(work_dir=str(tmp_path))
+    stages = Stages(str(tmp_path))
+    pretraining = study.STEP_SECONDS * s.num_train_steps * study._run_scale(s)
+    rest = study.estimate_seconds(s, stages, None) - pretraining
+    assert rest > 0
+    wide = dataclasses.replace(s, train_batch_size=4 * s.train_batch_size)
+    assert study.estimate_seconds(wide, stages, None) == pytest.approx(4 * pretraining + rest)
 
 
 def test_curve_steps_must_be_checkpoints(tmp_path):
@@ -315,14 +326,15 @@ flags.FLAGS(["pretraining_lift.py", *sys.argv[1:]])
 s = lift["lift_settings"]()
 print(json.dumps({"vocab": s.vocab_size, "model": s.model, "lr": s.learning_rate,
                   "bundle_dir": s.bundle_dir, "work_dir": s.work_dir,
-                  "restarts": s.restart_steps}))
+                  "restarts": s.restart_steps, "batch": s.train_batch_size}))
 """
 
 
 def test_the_model_rate_and_bundle_folder_come_from_flags(tmp_path):
     """--albert_config_file sets the model and the vocabulary size the study trains,
-    --learning_rate the first phase's peak, --restart_steps where the schedule starts again and
-    --bundle_dir where the final model goes: here the H=128 study's, none of them the defaults."""
+    --learning_rate the first phase's peak, --restart_steps where the schedule starts again,
+    --train_batch_size the pretraining batch and --bundle_dir where the final model goes: here
+    the H=128 study's, none of them the defaults."""
     h128 = ROOT / "benchmarks/results/pretraining_lift_h128_config.json"
     config = dict(json.loads(h128.read_text()), vocab_size=6000)
     (tmp_path / "h128.json").write_text(json.dumps(config))
@@ -330,6 +342,7 @@ def test_the_model_rate_and_bundle_folder_come_from_flags(tmp_path):
         f"--albert_config_file={tmp_path / 'h128.json'}",
         "--learning_rate=0.01",
         "--restart_steps=16000",
+        "--train_batch_size=256",
         f"--bundle_dir={tmp_path / 'bundle'}",
         f"--work_dir={tmp_path / 'work'}",
     ]
@@ -337,6 +350,7 @@ def test_the_model_rate_and_bundle_folder_come_from_flags(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     s = json.loads(run.stdout.splitlines()[-1])
     assert s["vocab"] == 6000 and s["lr"] == 0.01 and s["restarts"] == [16000]
+    assert s["batch"] == 256
     assert s["bundle_dir"] == str(tmp_path / "bundle")
     assert (s["model"]["hidden_size"], s["model"]["intermediate_size"]) == (128, 512)
     assert s["model"]["embedding_size"] == 128 and "vocab_size" not in s["model"]

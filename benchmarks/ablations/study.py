@@ -70,17 +70,22 @@ class Stages:
         return result
 
 
-def _run_scale(s: StudySettings) -> float:
-    """This model's step cost relative to the default's (tokens x layers x width squared)."""
-    tokens = s.train_batch_size * s.max_seq_length / (32 * 128)
+def _model_scale(s: StudySettings) -> float:
+    """This model's cost per example relative to the default's (length x layers x width
+    squared): what scales its fine-tunes and evaluations."""
     width = (s.model["hidden_size"] / 128) ** 2
-    return tokens * s.model["num_hidden_layers"] / 4 * width
+    return s.max_seq_length / 128 * s.model["num_hidden_layers"] / 4 * width
+
+
+def _run_scale(s: StudySettings) -> float:
+    """This model's pretraining step cost relative to the default's (its batch of 32 too)."""
+    return _model_scale(s) * s.train_batch_size / 32
 
 
 def estimate_seconds(s: StudySettings, todo: list[RunSpec], data_done: bool) -> float:
     """Time estimate of the runs left (and of the data, if not done yet), from the costs above
     scaled to this model and these recipes."""
-    scale = _run_scale(s)
+    scale = _model_scale(s)
     finetune = sum(
         max(
             MIN_STAGE_SECONDS,
@@ -95,7 +100,7 @@ def estimate_seconds(s: StudySettings, todo: list[RunSpec], data_done: bool) -> 
     for run in todo:
         total += finetune + max(MIN_STAGE_SECONDS, RANDOM_INIT_SECONDS * scale)
         if run.sentence_task != "random_init":
-            total += STEP_SECONDS * s.num_train_steps * scale
+            total += STEP_SECONDS * s.num_train_steps * _run_scale(s)
             total += max(MIN_STAGE_SECONDS, (PRETRAIN_FIXED_SECONDS - RANDOM_INIT_SECONDS) * scale)
     return total
 

@@ -12,7 +12,14 @@ import statistics
 import time
 
 from benchmarks.ablations import data as ablation_data
-from benchmarks.ablations.study import WALL_PER_CPU_SECOND, Stages, _log, _minutes, _run_scale
+from benchmarks.ablations.study import (
+    WALL_PER_CPU_SECOND,
+    Stages,
+    _log,
+    _minutes,
+    _model_scale,
+    _run_scale,
+)
 from benchmarks.lift import bundle, data, report, runs
 from benchmarks.lift.settings import REPORTED_TASKS, SEEDED_TASKS, LiftSettings
 
@@ -115,19 +122,18 @@ def estimate_seconds(s: LiftSettings, stages: Stages, glue: dict | None) -> floa
     """CPU-seconds of what is left, from the costs above scaled to this model and these sets
     (rates a grid adds at its edge not counted; a curve or reported fine-tune counts as done
     when it is stored at the rate the stored grid chooses)."""
-    scale = _run_scale(s)
     total = 0.0 if stages.done("5_glue") else DATA_SECONDS_PER_MB * min(s.max_train_text_mb, 60)
     starts = (0, *s.phase_ends()[:-1])
     for start, end in zip(starts, s.phase_ends()):
         if not stages.done(_phase_stage(s, end)):
-            total += STEP_SECONDS * (end - start) * scale
+            total += STEP_SECONDS * (end - start) * _run_scale(s)
     checkpoints = s.num_train_steps // s.checkpoint_every + 1
     total += sum(SCORE_SECONDS for k in range(checkpoints) if not stages.done(f"score/{k}"))
     grid = _stored_grid(s, stages)
     for item in finetune_plan(s):
         if not stages.done(_name(item, _rate_for(s, grid, item))):
             work = EXAMPLE_SECONDS[item["task"]] * s.finetune_epochs * _rows_of(s, item, glue)
-            total += FINETUNE_FIXED_SECONDS + work * scale
+            total += FINETUNE_FIXED_SECONDS + work * _model_scale(s)
     return total
 
 
