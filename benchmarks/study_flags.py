@@ -28,8 +28,7 @@ def define_study_flags(glue_default: str, work_default: str) -> None:
     flags.DEFINE_integer(
         "train_batch_size",
         None,
-        "Pretraining batch size (default: the size's); a larger one suits an accelerator, with "
-        "a learning rate to match.",
+        "Pretraining batch size (default: the size's); larger to fill an accelerator.",
         lower_bound=1,
     )
 
