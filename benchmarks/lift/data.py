@@ -99,16 +99,14 @@ def write_glue(s: LiftSettings) -> dict:
         head, dev = _rows(pathlib.Path(task_file(task, s.glue_dir, "dev")), task.labelled.header)
         try:  # the GLUE reader's choice of file: plain, else gzipped
             train_file = pathlib.Path(task_file(task, s.glue_dir, "train"))
-        except FileNotFoundError:
-            train_file = None
-        if train_file is not None:
-            _, train = _rows(train_file, task.labelled.header)
-            train = _sample(train, s.train_rows[name], s.data_seed)
-            evaluation = "GLUE dev set"
-        else:  # GLUE's dev set only: split it once, seeded
+        except FileNotFoundError:  # GLUE's dev set only: split it once, seeded
             train_rows = s.train_rows[name] or len(dev) // 2
             train, dev = _split(dev, len(dev) - train_rows, s.data_seed)
             evaluation = f"the {len(dev)} GLUE dev rows not sampled for training"
+        else:
+            _, train = _rows(train_file, task.labelled.header)
+            train = _sample(train, s.train_rows[name], s.data_seed)
+            evaluation = "GLUE dev set"
         dev = _sample(dev, s.max_eval_rows, s.data_seed)
         held_out = round(len(train) * s.grid_holdout_share)
         grid_train, grid_dev = _split(train, held_out, s.data_seed + 1)
